@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * remu.h - structures, converters, debug helpers and the cross-file
+ * prototype index of the remu module (a software RoCEv2 NIC).
+ *
+ * Lock order (outermost first):
+ *   rtnl_lock (netdev notifier) -> remu_dev_lock (the device list)
+ * remu_dev_lock is never held across ib_register_device() or any call back
+ * into the RDMA core that may sleep on a device's unregistration.
+ */
+#ifndef REMU_H
+#define REMU_H
+
+#ifdef pr_fmt
+#undef pr_fmt
+#endif
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/list.h>
+#include <linux/netdevice.h>
+#include <rdma/ib_verbs.h>
+
+#include "remu_param.h"
+
+/**
+ * struct remu_dev - one emulated NIC, created by `rdma link add`
+ * @ib_dev:	the RDMA core device; allocated by ib_alloc_device()
+ * @attr:	device attributes, fixed at creation
+ * @ndev:	the Ethernet device the port runs over; remu holds a
+ *		tracked reference from newlink to dealloc_driver
+ * @ndev_tracker: tracker of that reference
+ * @list:	entry in remu_dev_list, under remu_dev_lock
+ */
+struct remu_dev {
+	struct ib_device ib_dev;
+	struct ib_device_attr attr;
+	struct net_device *ndev;
+	netdevice_tracker ndev_tracker;
+	struct list_head list;
+};
+
+/** struct remu_ucontext - one process's open device context */
+struct remu_ucontext {
+	struct ib_ucontext ib_uc;
+};
+
+/** struct remu_pd - protection domain */
+struct remu_pd {
+	struct ib_pd ib_pd;
+};
+
+static inline struct remu_dev *to_remu_dev(struct ib_device *ibdev)
+{
+	return container_of(ibdev, struct remu_dev, ib_dev);
+}
+
+static inline struct remu_pd *to_remu_pd(struct ib_pd *ibpd)
+{
+	return container_of(ibpd, struct remu_pd, ib_pd);
+}
+
+#define remu_dbg_dev(rdev, fmt, ...) \
+	ibdev_dbg(&(rdev)->ib_dev, "%s: " fmt, __func__, ##__VA_ARGS__)
+
+/*
+ * Object accounting.  Every object remu creates is counted by type; the
+ * counts are readable in debugfs (remu/objects) and must all be zero when
+ * the module unloads, or the unload reports "remu: leaked ...".
+ */
+enum remu_obj_type {
+	REMU_OBJ_DEV,
+	REMU_OBJ_UCONTEXT,
+	REMU_OBJ_PD,
+	REMU_OBJ_TYPE_COUNT
+};
+
+/* remu_obj.c */
+void remu_obj_get(enum remu_obj_type type);
+void remu_obj_put(enum remu_obj_type type);
+int remu_obj_init(void);
+bool remu_obj_exit(void);
+
+/* remu_verbs.c */
+extern const struct ib_device_ops remu_dev_ops;
+void remu_init_attr(struct remu_dev *rdev);
+enum ib_port_state remu_port_state(struct net_device *ndev);
+
+/* remu_main.c */
+void remu_dealloc_driver(struct ib_device *ibdev);
+
+#endif /* REMU_H */

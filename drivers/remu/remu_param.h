@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * remu_param.h - limits and identity of the emulated device.  A limit is
+ * reported to users only once the matching feature works: the ones here
+ * are the ones remu implements today.
+ */
+#ifndef REMU_PARAM_H
+#define REMU_PARAM_H
+
+#define REMU_VERSION_MAJOR	0
+#define REMU_VERSION_MINOR	1
+#define REMU_VERSION_SUB	0
+#define REMU_VERSION_STR	"0.1.0"
+
+/* No IEEE OUI is assigned to remu: report the "none" value rxe uses too. */
+#define REMU_VENDOR_ID		0xffffff
+#define REMU_VENDOR_PART_ID	0x7265	/* "re" */
+#define REMU_HW_VER		1
+
+#define REMU_MAX_PD		0x10000
+#define REMU_MAX_UCONTEXT	512
+#define REMU_GID_TBL_LEN	128
+#define REMU_PKEY_TBL_LEN	1
+#define REMU_DEFAULT_PKEY	0xffff
+#define REMU_MAX_MSG_SZ		0x80000000u	/* 2 GiB, as IBTA allows */
+
+/*
+ * RoCEv2 overhead inside one Ethernet frame: IPv6 header (the larger of
+ * the two) + UDP + BTH + the largest extended header set (RETH/AETH/...)
+ * + ICRC.  The IB MTU reported is the largest one that fits what is left.
+ */
+#define REMU_ROCE_OVERHEAD	(40 + 8 + 12 + 28 + 4)
+
+#endif /* REMU_PARAM_H */

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_verbs.c - the verbs entry points of the device itself: device and
+ * port queries, user contexts, protection domains, and the ib_device_ops
+ * table that lists every verb remu implements.
+ *
+ * Locking: the attributes here are fixed at creation or read live from
+ * the netdev (under the reference ib_device_get_netdev() takes); PDs and
+ * contexts carry no state of their own yet, so nothing here takes a lock.
+ */
+#include <linux/sysfs.h>
+#include <net/addrconf.h>
+#include <rdma/ib_cache.h>
+#include <rdma/remu-abi.h>
+
+#include "remu.h"
+
+/**
+ * remu_init_attr - fill in the device attributes of a new device
+ * @rdev: the device, before registration
+ *
+ * Only what remu implements is reported; everything a later feature adds
+ * (QPs, CQs, MRs, ODP, device memory...) stays zero until it works.
+ */
+void remu_init_attr(struct remu_dev *rdev)
+{
+	struct ib_device_attr *a = &rdev->attr;
+	struct ib_device *ibdev = &rdev->ib_dev;
+
+	a->fw_ver = ((u64)REMU_VERSION_MAJOR << 32) |
+		    ((u64)REMU_VERSION_MINOR << 16) | REMU_VERSION_SUB;
+	a->vendor_id = REMU_VENDOR_ID;
+	a->vendor_part_id = REMU_VENDOR_PART_ID;
+	a->hw_ver = REMU_HW_VER;
+	a->page_size_cap = PAGE_SIZE;
+	a->max_pd = REMU_MAX_PD;
+	a->max_pkeys = REMU_PKEY_TBL_LEN;
+	a->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
+	a->atomic_cap = IB_ATOMIC_NONE;
+	a->masked_atomic_cap = IB_ATOMIC_NONE;
+	addrconf_addr_eui48((unsigned char *)&a->sys_image_guid,
+			    rdev->ndev->dev_addr);
+
+	strscpy(ibdev->node_desc, "remu", sizeof(ibdev->node_desc));
+	ibdev->node_type = RDMA_NODE_IB_CA;
+	ibdev->phys_port_cnt = 1;
+	ibdev->num_comp_vectors = 1;
+	ibdev->node_guid = a->sys_image_guid;
+}
+
+static int remu_query_device(struct ib_device *ibdev,
+			     struct ib_device_attr *attr,
+			     struct ib_udata *udata)
+{
+	if (udata->inlen || udata->outlen)
+		return -EINVAL;
+	*attr = to_remu_dev(ibdev)->attr;
+	return 0;
+}
+
+static void remu_get_dev_fw_str(struct ib_device *ibdev, char *str)
+{
+	snprintf(str, IB_FW_VERSION_NAME_MAX, "%s", REMU_VERSION_STR);
+}
+
+/**
+ * remu_port_state - the IB port state that follows @ndev's link
+ * @ndev: the port's netdev
+ *
+ * Return: IB_PORT_ACTIVE when the netdev is up with carrier, else
+ * IB_PORT_DOWN.
+ */
+enum ib_port_state remu_port_state(struct net_device *ndev)
+{
+	return netif_running(ndev) && netif_oper_up(ndev) ?
+	       IB_PORT_ACTIVE : IB_PORT_DOWN;
+}
+
+/* The largest IB MTU whose RoCEv2 packet fits in one frame of @mtu. */
+static enum ib_mtu remu_mtu_for(unsigned int mtu)
+{
+	enum ib_mtu m;
+
+	for (m = IB_MTU_4096; m > IB_MTU_256; m--)
+		if (ib_mtu_enum_to_int(m) + REMU_ROCE_OVERHEAD <= mtu)
+			return m;
+	return IB_MTU_256;
+}
+
+static int remu_query_port(struct ib_device *ibdev, u32 port,
+			   struct ib_port_attr *attr)
+{
+	struct net_device *ndev;
+	int err;
+
+	ndev = ib_device_get_netdev(ibdev, port);
+	if (!ndev)
+		return -ENODEV;
+
+	/* the core zeroed *attr */
+	attr->max_mtu = IB_MTU_4096;
+	attr->active_mtu = remu_mtu_for(READ_ONCE(ndev->mtu));
+	attr->phys_mtu = ib_mtu_enum_to_int(IB_MTU_4096);
+	attr->gid_tbl_len = REMU_GID_TBL_LEN;
+	attr->ip_gids = true;
+	/* no CM/MAD service yet: port_cap_flags stays 0 until GSI exists */
+	attr->max_msg_sz = REMU_MAX_MSG_SZ;
+	attr->pkey_tbl_len = REMU_PKEY_TBL_LEN;
+	attr->max_vl_num = 1;
+	attr->state = remu_port_state(ndev);
+	attr->phys_state = attr->state == IB_PORT_ACTIVE ?
+			   IB_PORT_PHYS_STATE_LINK_UP :
+			   IB_PORT_PHYS_STATE_DISABLED;
+	dev_put(ndev);
+
+	err = ib_get_eth_speed(ibdev, port, &attr->active_speed,
+			       &attr->active_width);
+	return err;
+}
+
+static int remu_get_port_immutable(struct ib_device *ibdev, u32 port,
+				   struct ib_port_immutable *immutable)
+{
+	struct ib_port_attr attr = {};
+	int err;
+
+	/*
+	 * RoCEv2 only.  The MAD/CM capabilities are added together with the
+	 * GSI QP that serves them.
+	 */
+	immutable->core_cap_flags = RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP;
+	err = ib_query_port(ibdev, port, &attr);
+	if (err)
+		return err;
+	immutable->pkey_tbl_len = attr.pkey_tbl_len;
+	immutable->gid_tbl_len = attr.gid_tbl_len;
+	return 0;
+}
+
+static enum rdma_link_layer remu_get_link_layer(struct ib_device *ibdev,
+						u32 port)
+{
+	return IB_LINK_LAYER_ETHERNET;
+}
+
+static int remu_query_pkey(struct ib_device *ibdev, u32 port, u16 index,
+			   u16 *pkey)
+{
+	if (index >= REMU_PKEY_TBL_LEN)
+		return -EINVAL;
+	*pkey = REMU_DEFAULT_PKEY;
+	return 0;
+}
+
+static int remu_alloc_ucontext(struct ib_ucontext *uctx,
+			       struct ib_udata *udata)
+{
+	struct remu_alloc_ucontext_resp resp = {
+		.abi_version = REMU_ABI_VERSION,
+	};
+	int err;
+
+	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EINVAL;
+	err = ib_copy_to_udata(udata, &resp,
+			       min_t(size_t, sizeof(resp), udata->outlen));
+	if (err)
+		return err;
+	remu_obj_get(REMU_OBJ_UCONTEXT);
+	return 0;
+}
+
+static void remu_dealloc_ucontext(struct ib_ucontext *uctx)
+{
+	remu_obj_put(REMU_OBJ_UCONTEXT);
+}
+
+static int remu_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	remu_obj_get(REMU_OBJ_PD);
+	return 0;
+}
+
+static int remu_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	remu_obj_put(REMU_OBJ_PD);
+	return 0;
+}
+
+/* sysfs: hca_type is how the provider recognises a remu device */
+static ssize_t hca_type_show(struct device *device,
+			     struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%s\n", REMU_HCA_TYPE);
+}
+static DEVICE_ATTR_RO(hca_type);
+
+static ssize_t parent_show(struct device *device,
+			   struct device_attribute *attr, char *buf)
+{
+	struct remu_dev *rdev = rdma_device_to_drv_device(device,
+							  struct remu_dev,
+							  ib_dev);
+
+	return sysfs_emit(buf, "%s\n", netdev_name(rdev->ndev));
+}
+static DEVICE_ATTR_RO(parent);
+
+static struct attribute *remu_dev_attrs[] = {
+	&dev_attr_hca_type.attr,
+	&dev_attr_parent.attr,
+	NULL
+};
+
+static const struct attribute_group remu_attr_group = {
+	.attrs = remu_dev_attrs,
+};
+
+const struct ib_device_ops remu_dev_ops = {
+	.owner = THIS_MODULE,
+	.driver_id = RDMA_DRIVER_UNKNOWN,
+	.uverbs_abi_ver = REMU_ABI_VERSION,
+
+	.alloc_pd = remu_alloc_pd,
+	.alloc_ucontext = remu_alloc_ucontext,
+	.dealloc_driver = remu_dealloc_driver,
+	.dealloc_pd = remu_dealloc_pd,
+	.dealloc_ucontext = remu_dealloc_ucontext,
+	.device_group = &remu_attr_group,
+	.get_dev_fw_str = remu_get_dev_fw_str,
+	.get_link_layer = remu_get_link_layer,
+	.get_port_immutable = remu_get_port_immutable,
+	.query_device = remu_query_device,
+	.query_pkey = remu_query_pkey,
+	.query_port = remu_query_port,
+
+	INIT_RDMA_OBJ_SIZE(ib_pd, remu_pd, ib_pd),
+	INIT_RDMA_OBJ_SIZE(ib_ucontext, remu_ucontext, ib_uc),
+};

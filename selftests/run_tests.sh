@@ -1,0 +1,40 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# run_tests.sh - the in-VM part of `make check`: brings up the standard
+# topology with scripts/remu-up, runs every selftest (each prints KTAP),
+# and takes the topology down.  Usage, from the host:
+#     scripts/vm -- selftests/run_tests.sh [TEST...]
+# With TEST names (remu_device_test, remu_link_test.sh, ...) only those run;
+# extra arguments after "--" go to a kselftest binary (e.g. -r dev.remu0.query_port).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+cd "$repo"
+
+all_tests=(remu_device_test remu_link_test.sh remu_install_test.sh)
+tests=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do tests+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+[ ${#tests[@]} -eq 0 ] && tests=("${all_tests[@]}")
+
+status=0
+if scripts/remu-up; then
+	echo "ok 1 setup: scripts/remu-up brought up remu0 and remu1"
+else
+	echo "not ok 1 setup: scripts/remu-up failed"
+	exit 1
+fi
+
+for t in "${tests[@]}"; do
+	echo "# ---- $t"
+	"$here/$t" "$@" || status=1
+done
+
+if scripts/remu-down; then
+	echo "ok 1 teardown: scripts/remu-down removed everything and unloaded remu"
+else
+	echo "not ok 1 teardown: scripts/remu-down failed"
+	status=1
+fi
+exit $status

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB */
+/*
+ * remu-abi.h - the provider's side of the remu command ABI.
+ *
+ * <rdma/remu-abi.h> is the kernel's uapi header, copied verbatim into the
+ * rdma-core tree; <kernel-abi/remu-abi.h> is generated from it and holds
+ * each struct as a _STRUCT_<name> macro.  DECLARE_DRV_CMD() glues a core
+ * uverbs command to remu's private request and response, giving
+ * struct <name> and struct <name>_resp.
+ */
+#ifndef REMU_PROVIDER_ABI_H
+#define REMU_PROVIDER_ABI_H
+
+#include <infiniband/kern-abi.h>
+#include <rdma/remu-abi.h>
+#include <kernel-abi/remu-abi.h>
+
+DECLARE_DRV_CMD(remu_cmd_alloc_context, IB_USER_VERBS_CMD_GET_CONTEXT,
+		empty, remu_alloc_ucontext_resp);
+
+#endif /* REMU_PROVIDER_ABI_H */

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * remu.c - libremu, the rdma-core provider for the remu soft RoCEv2 device.
+ *
+ * This slice covers the control path only: recognising a remu device,
+ * opening a user context, querying the device and its port, and protection
+ * domains.  Every verb not in remu_ctx_ops is left to libibverbs, which
+ * answers EOPNOTSUPP.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remu-abi.h"
+#include "remu.h"
+
+static int remu_query_device(struct ibv_context *ibctx,
+			     const struct ibv_query_device_ex_input *input,
+			     struct ibv_device_attr_ex *attr, size_t attr_size)
+{
+	struct ib_uverbs_ex_query_device_resp resp;
+	size_t resp_size = sizeof(resp);
+	uint64_t fw;
+	int ret;
+
+	ret = ibv_cmd_query_device_any(ibctx, input, attr, attr_size,
+				       &resp, &resp_size);
+	if (ret)
+		return ret;
+
+	/* The kernel packs the version as major:32 minor:16 sub:16. */
+	fw = resp.base.fw_ver;
+	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),
+		 "%u.%u.%u", (unsigned int)(fw >> 32),
+		 (unsigned int)(fw >> 16) & 0xffff, (unsigned int)fw & 0xffff);
+	return 0;
+}
+
+static int remu_query_port(struct ibv_context *ibctx, uint8_t port,
+			   struct ibv_port_attr *attr)
+{
+	struct ibv_query_port cmd = {};
+
+	return ibv_cmd_query_port(ibctx, port, attr, &cmd, sizeof(cmd));
+}
+
+static struct ibv_pd *remu_alloc_pd(struct ibv_context *ibctx)
+{
+	struct ib_uverbs_alloc_pd_resp resp;
+	struct ibv_alloc_pd cmd = {};
+	struct ibv_pd *pd;
+	int ret;
+
+	pd = calloc(1, sizeof(*pd));
+	if (!pd)
+		return NULL;
+
+	ret = ibv_cmd_alloc_pd(ibctx, pd, &cmd, sizeof(cmd),
+			       &resp, sizeof(resp));
+	if (ret) {
+		free(pd);
+		errno = ret;
+		return NULL;
+	}
+	return pd;
+}
+
+static int remu_dealloc_pd(struct ibv_pd *pd)
+{
+	int ret;
+
+	ret = ibv_cmd_dealloc_pd(pd);
+	if (ret)
+		return ret;
+
+	free(pd);
+	return 0;
+}
+
+static void remu_free_context(struct ibv_context *ibctx)
+{
+	struct remu_context *ctx = to_rctx(ibctx);
+
+	verbs_uninit_context(&ctx->vctx);
+	free(ctx);
+}
+
+static const struct verbs_context_ops remu_ctx_ops = {
+	.alloc_pd = remu_alloc_pd,
+	.dealloc_pd = remu_dealloc_pd,
+	.free_context = remu_free_context,
+	.query_device_ex = remu_query_device,
+	.query_port = remu_query_port,
+};
+
+static struct verbs_context *remu_alloc_context(struct ibv_device *ibdev,
+						int cmd_fd, void *private_data)
+{
+	struct remu_cmd_alloc_context_resp resp = {};
+	struct remu_cmd_alloc_context cmd = {};
+	struct remu_context *ctx;
+	int ret;
+
+	/* remu has no driver id: ioctl headers carry RDMA_DRIVER_UNKNOWN. */
+	ctx = verbs_init_and_alloc_context(ibdev, cmd_fd, ctx, vctx,
+					   RDMA_DRIVER_UNKNOWN);
+	if (!ctx)
+		return NULL;
+
+	ret = ibv_cmd_get_context(&ctx->vctx, &cmd.ibv_cmd, sizeof(cmd),
+				  &resp.ibv_resp, sizeof(resp));
+	if (ret)
+		goto err;
+
+	/*
+	 * libibverbs already held the device's uverbs abi_version against
+	 * remu_dev_ops; this catches a module whose answer is from another
+	 * ABI or shorter than ours.
+	 */
+	if (resp.abi_version != REMU_ABI_VERSION || resp.reserved) {
+		verbs_err(&ctx->vctx,
+			  "kernel answered ABI %u (reserved %#llx), provider has ABI %u\n",
+			  resp.abi_version, (unsigned long long)resp.reserved,
+			  REMU_ABI_VERSION);
+		ret = EPROTO;
+		goto err;
+	}
+
+	verbs_set_ops(&ctx->vctx, &remu_ctx_ops);
+	return &ctx->vctx;
+
+err:
+	/* Closes cmd_fd, which tears down the kernel's ucontext. */
+	verbs_uninit_context(&ctx->vctx);
+	free(ctx);
+	errno = ret;
+	return NULL;
+}
+
+static struct verbs_device *remu_alloc_device(struct verbs_sysfs_dev *sysfs_dev)
+{
+	struct remu_device *rdev;
+
+	rdev = calloc(1, sizeof(*rdev));
+	if (!rdev)
+		return NULL;
+	return &rdev->vdev;
+}
+
+static void remu_uninit_device(struct verbs_device *vdev)
+{
+	free(to_rdev(vdev));
+}
+
+/*
+ * remu is an out-of-tree driver, so it has no rdma_driver_id, and its
+ * devices carry whatever name `rdma link add` gave them.  The kernel module
+ * instead exposes <ibdev>/hca_type containing REMU_HCA_TYPE, and that is
+ * what identifies a remu device here.  With no match_table, libibverbs calls
+ * this for every device not yet claimed by a provider tried before us.
+ */
+static bool remu_match_device(struct verbs_sysfs_dev *sysfs_dev)
+{
+	char hca_type[sizeof(REMU_HCA_TYPE) + 1];
+
+	/* Strips the newline; fails if the value does not fit. */
+	if (ibv_read_ibdev_sysfs_file(hca_type, sizeof(hca_type), sysfs_dev,
+				      "hca_type") <= 0)
+		return false;
+	return strcmp(hca_type, REMU_HCA_TYPE) == 0;
+}
+
+static const struct verbs_device_ops remu_dev_ops = {
+	.name = "remu",
+	.match_min_abi_version = REMU_ABI_VERSION,
+	.match_max_abi_version = REMU_ABI_VERSION,
+	.match_device = remu_match_device,
+	.alloc_device = remu_alloc_device,
+	.uninit_device = remu_uninit_device,
+	.alloc_context = remu_alloc_context,
+};
+PROVIDER_DRIVER(remu, remu_dev_ops);
