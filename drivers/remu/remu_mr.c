@@ -323,8 +323,9 @@ int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
 		return err;
 	kaddr = seg.page ? kmap_local_page(seg.page) + seg.offset : seg.kaddr;
 	/*
-	 * A user MR registered with iova != addr (mod 8) puts an aligned iova
-	 * on unaligned memory: refuse rather than tear the operand.
+	 * The core makes a user MR's iova agree with its address within the
+	 * page, so an aligned iova is aligned memory; a fast-reg MR mapped
+	 * at an odd offset may not be: refuse rather than tear the operand.
 	 */
 	if (seg.len < sizeof(u64) || !IS_ALIGNED((uintptr_t)kaddr, 8)) {
 		err = -EINVAL;
