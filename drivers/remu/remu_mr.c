@@ -581,7 +581,8 @@ struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 		return ERR_PTR(-ENOMEM);
 	}
 	npages = ib_umem_num_pages(umem);
-	mr->pages = kvcalloc(npages, sizeof(*mr->pages), GFP_KERNEL);
+	mr->pages = kvcalloc(npages, sizeof(*mr->pages),
+			     GFP_KERNEL | __GFP_NOWARN);
 	if (!mr->pages) {
 		ib_umem_release(umem);
 		kfree(mr);
