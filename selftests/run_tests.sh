@@ -12,7 +12,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 cd "$repo"
 
-all_tests=(remu_device_test remu_link_test.sh remu_install_test.sh)
+all_tests=(remu_device_test remu_mr_test remu_link_test.sh remu_install_test.sh)
 tests=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do tests+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
@@ -26,9 +26,27 @@ else
 	exit 1
 fi
 
+# remu_mr_test drives the MR access layer through the test module
+# remu_test_mr.ko, which is loaded for that test only (it pins remu).
+tmr_load() {
+	[ -d /sys/module/remu_test_mr ] && return 0
+	if insmod "$repo/remu_test_mr.ko"; then
+		echo "ok 1 setup: remu_test_mr.ko loaded"
+	else
+		echo "not ok 1 setup: cannot load remu_test_mr.ko"
+		status=1
+	fi
+}
+tmr_unload() {
+	[ -d /sys/module/remu_test_mr ] || return 0
+	rmmod remu_test_mr || { echo "not ok 1 teardown: rmmod remu_test_mr failed"; status=1; }
+}
+
 for t in "${tests[@]}"; do
 	echo "# ---- $t"
+	[ "$t" = remu_mr_test ] && tmr_load
 	"$here/$t" "$@" || status=1
+	[ "$t" = remu_mr_test ] && tmr_unload
 done
 
 if scripts/remu-down; then

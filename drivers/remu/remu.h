@@ -21,6 +21,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "remu_param.h"
+#include "remu_mr.h"
 
 /**
  * struct remu_dev - one emulated NIC, created by `rdma link add`
@@ -30,6 +31,7 @@
  *		tracked reference from newlink to dealloc_driver
  * @ndev_tracker: tracker of that reference
  * @list:	entry in remu_dev_list, under remu_dev_lock
+ * @mrs:	memory regions: key table and access-layer state (remu_mr.h)
  */
 struct remu_dev {
 	struct ib_device ib_dev;
@@ -37,6 +39,7 @@ struct remu_dev {
 	struct net_device *ndev;
 	netdevice_tracker ndev_tracker;
 	struct list_head list;
+	struct remu_mr_table mrs;
 };
 
 /** struct remu_ucontext - one process's open device context */
@@ -71,6 +74,7 @@ enum remu_obj_type {
 	REMU_OBJ_DEV,
 	REMU_OBJ_UCONTEXT,
 	REMU_OBJ_PD,
+	REMU_OBJ_MR,
 	REMU_OBJ_TYPE_COUNT
 };
 

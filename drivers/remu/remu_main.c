@@ -99,6 +99,7 @@ static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
 	mutex_unlock(&remu_dev_lock);
 
 	remu_init_attr(rdev);
+	remu_mr_dev_init(rdev);
 	ib_set_device_ops(&rdev->ib_dev, &remu_dev_ops);
 	err = ib_device_set_netdev(&rdev->ib_dev, ndev, 1);
 	if (err)
@@ -137,6 +138,7 @@ void remu_dealloc_driver(struct ib_device *ibdev)
 	list_del(&rdev->list);
 	mutex_unlock(&remu_dev_lock);
 	netdev_put(rdev->ndev, &rdev->ndev_tracker);
+	remu_mr_dev_fini(rdev);
 	remu_obj_put(REMU_OBJ_DEV);
 }
 

@@ -24,6 +24,7 @@ static const char * const remu_obj_name[REMU_OBJ_TYPE_COUNT] = {
 	[REMU_OBJ_DEV] = "dev",
 	[REMU_OBJ_UCONTEXT] = "ucontext",
 	[REMU_OBJ_PD] = "pd",
+	[REMU_OBJ_MR] = "mr",
 };
 
 void remu_obj_get(enum remu_obj_type type)

@@ -22,6 +22,15 @@
 #define REMU_GID_TBL_LEN	128
 #define REMU_PKEY_TBL_LEN	1
 #define REMU_DEFAULT_PKEY	0xffff
+/*
+ * Memory regions.  Keys have a 24-bit index, so REMU_MAX_MR live MRs leave
+ * most of the index space free for cyclic reuse (stale keys keep missing).
+ * A pinned MR costs one pointer per 4 KiB page for its page array, so
+ * 512 GiB keeps that array (1 GiB) within what kvmalloc hands out.
+ */
+#define REMU_MAX_MR		0x100000
+#define REMU_MAX_MR_SIZE	(1ULL << 39)	/* 512 GiB */
+#define REMU_MAX_FAST_REG_PAGES	512
 #define REMU_MAX_MSG_SZ		0x80000000u	/* 2 GiB, as IBTA allows */
 
 /*

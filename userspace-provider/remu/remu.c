@@ -2,9 +2,8 @@
 /*
  * remu.c - libremu, the rdma-core provider for the remu soft RoCEv2 device.
  *
- * This slice covers the control path only: recognising a remu device,
- * opening a user context, querying the device and its port, and protection
- * domains.  Every verb not in remu_ctx_ops is left to libibverbs, which
+ * Covers recognising a remu device, opening a user context, querying the
+ * device and its port, protection domains, and memory regions (mr.c).  Every verb not in remu_ctx_ops is left to libibverbs, which
  * answers EOPNOTSUPP.
  */
 #include <errno.h>
@@ -90,9 +89,11 @@ static void remu_free_context(struct ibv_context *ibctx)
 static const struct verbs_context_ops remu_ctx_ops = {
 	.alloc_pd = remu_alloc_pd,
 	.dealloc_pd = remu_dealloc_pd,
+	.dereg_mr = remu_dereg_mr,
 	.free_context = remu_free_context,
 	.query_device_ex = remu_query_device,
 	.query_port = remu_query_port,
+	.reg_mr = remu_reg_mr,
 };
 
 static struct verbs_context *remu_alloc_context(struct ibv_device *ibdev,

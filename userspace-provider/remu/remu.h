@@ -28,4 +28,9 @@ static inline struct remu_context *to_rctx(struct ibv_context *ibctx)
 	return container_of(ibctx, struct remu_context, vctx.context);
 }
 
+/* mr.c */
+struct ibv_mr *remu_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
+			   uint64_t hca_va, int access);
+int remu_dereg_mr(struct verbs_mr *vmr);
+
 #endif /* REMU_H */

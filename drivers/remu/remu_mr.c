@@ -1,0 +1,706 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_mr.c - memory regions and the MR access layer (remu's software MMU).
+ *
+ * Owns: the per-device key table (struct remu_mr_table), the MR verbs
+ * (get_dma_mr, reg_user_mr, alloc_mr, map_mr_sg, dereg_mr), fast
+ * registration and invalidation for the engines (remu_mr_fast_reg,
+ * remu_mr_invalidate), and every access to MR memory: lookup, check, copy
+ * to/from buffers and skbs, atomics, SGE lists.  The contract, the error
+ * numbers and the lifetime rules are documented in remu_mr.h.
+ *
+ * Backings: REMU_MR_KERNEL (kernel linear map), REMU_MR_UMEM (pinned user
+ * pages from ib_umem_get) and REMU_MR_FAST_REG (map_mr_sg page list).  Each
+ * translates "byte offset in the MR" to a segment through its
+ * remu_mr_backing_ops.  ->map() may return -EAGAIN ("translation missing,
+ * fault it in and retry"); remu_mr_map_seg() handles that for every caller
+ * although none of these three backings returns it yet: ODP and dma-buf
+ * will plug in here without touching the copy loops.
+ *
+ * Locking (see remu_mr.h for the full rules):
+ *  - key table: xa_lock for insert/erase, RCU for lookup, kfree_rcu to free;
+ *  - MR lifetime: refcount (owner + accesses in flight) and a completion
+ *    that deregistration waits on before releasing the backing;
+ *  - state: cmpxchg transitions FREE <-> VALID, xchg to ZOMBIE at dereg;
+ *  - atomics: rdev->mrs.atomic_lock (BH-safe spinlock) around the
+ *    read-modify-write only; never held across ->map() or a copy.
+ */
+#include <linux/highmem.h>
+#include <linux/log2.h>
+#include <linux/mm.h>
+#include <linux/overflow.h>
+#include <linux/random.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <rdma/ib_umem.h>
+
+#include "remu.h"
+
+/* consecutive -EAGAIN answers without progress before giving up */
+#define REMU_MR_MAX_RETRIES	16
+
+static bool remu_mr_in_bounds(const struct remu_mr *mr, u64 iova, u64 len)
+{
+	u64 off;
+
+	if (!len)
+		return true;
+	if (iova < mr->iova)
+		return false;
+	off = iova - mr->iova;
+	return off <= mr->length && len <= mr->length - off;
+}
+
+/* Access flags as the verbs spec wants them (also for kernel callers). */
+static int remu_mr_check_access(unsigned int access)
+{
+	if ((access & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC)) &&
+	    !(access & IB_ACCESS_LOCAL_WRITE))
+		return -EINVAL;
+	if (access & ~IB_ACCESS_SUPPORTED)
+		return -EINVAL;
+	/* no ODP (issue 5) and no FLUSH yet */
+	if (access & (IB_ACCESS_ON_DEMAND | IB_ACCESS_FLUSH_GLOBAL |
+		      IB_ACCESS_FLUSH_PERSISTENT))
+		return -EOPNOTSUPP;
+	return 0;
+}
+
+/* ---- backings ---- */
+
+/* KERNEL: iova 0, so the offset is the kernel (linear map) address. */
+static int remu_kernel_map(struct remu_mr *mr, u64 off, u64 len, bool write,
+			   struct remu_mr_seg *seg)
+{
+	void *kaddr = (void *)(uintptr_t)off;
+
+	if (!virt_addr_valid(kaddr))
+		return -EFAULT;
+	seg->kaddr = kaddr;
+	seg->len = min_t(u64, len, PAGE_SIZE - offset_in_page(kaddr));
+	return 0;
+}
+
+static const struct remu_mr_backing_ops remu_kernel_ops = {
+	.map = remu_kernel_map,
+};
+
+/* UMEM: one struct page per PAGE_SIZE, the MR starting at page_off. */
+static int remu_umem_map(struct remu_mr *mr, u64 off, u64 len, bool write,
+			 struct remu_mr_seg *seg)
+{
+	u64 pos = mr->page_off + off;
+	u64 idx = pos >> PAGE_SHIFT;
+
+	if (idx >= mr->npages || (write && !mr->umem->writable))
+		return -EFAULT;
+	seg->page = mr->pages[idx];
+	seg->offset = pos & ~PAGE_MASK;
+	seg->len = min_t(u64, len, PAGE_SIZE - seg->offset);
+	return 0;
+}
+
+static void remu_umem_release(struct remu_mr *mr)
+{
+	atomic64_sub(mr->npages, &mr->rdev->mrs.pages_pinned);
+	kvfree(mr->pages);
+	ib_umem_release(mr->umem);
+}
+
+static const struct remu_mr_backing_ops remu_umem_ops = {
+	.map = remu_umem_map,
+	.release = remu_umem_release,
+};
+
+/*
+ * FAST_REG: blocks of 1 << fr_shift bytes at kernel addresses (remu uses
+ * virtual DMA, so map_mr_sg hands it kernel addresses).
+ */
+static int remu_fr_map(struct remu_mr *mr, u64 off, u64 len, bool write,
+		       struct remu_mr_seg *seg)
+{
+	u64 pos = mr->page_off + off;
+	u64 idx = pos >> mr->fr_shift;
+	u64 in_block = pos & ((1ULL << mr->fr_shift) - 1);
+	void *kaddr;
+
+	if (idx >= mr->npages)
+		return -EFAULT;
+	kaddr = (void *)(uintptr_t)(mr->fr_addrs[idx] + in_block);
+	seg->kaddr = kaddr;
+	seg->len = min_t(u64, len, (1ULL << mr->fr_shift) - in_block);
+	seg->len = min_t(u64, seg->len, PAGE_SIZE - offset_in_page(kaddr));
+	return 0;
+}
+
+static void remu_fr_release(struct remu_mr *mr)
+{
+	kfree(mr->fr_addrs);
+}
+
+static const struct remu_mr_backing_ops remu_fr_ops = {
+	.map = remu_fr_map,
+	.release = remu_fr_release,
+};
+
+/*
+ * Map the segment at MR offset @off, faulting in a missing translation
+ * (-EAGAIN from the backing) as often as the backing asks, within reason.
+ */
+static int remu_mr_map_seg(struct remu_mr *mr, u64 off, u64 len, bool write,
+			   struct remu_mr_seg *seg)
+{
+	int tries = 0;
+	int err;
+
+	for (;;) {
+		memset(seg, 0, sizeof(*seg));
+		err = mr->ops->map(mr, off, len, write, seg);
+		if (err != -EAGAIN)
+			return err;
+		if (!mr->ops->fault || ++tries > REMU_MR_MAX_RETRIES)
+			return -EFAULT;
+		err = mr->ops->fault(mr, off, len, write);
+		if (err)
+			return err == -EAGAIN ? -EFAULT : err;
+	}
+}
+
+static void remu_mr_unmap_seg(struct remu_mr *mr, struct remu_mr_seg *seg)
+{
+	if (mr->ops->unmap)
+		mr->ops->unmap(mr, seg);
+}
+
+/* Copies one mapped piece; @done is how far the walk has come. */
+typedef int (*remu_seg_fn)(void *kaddr, unsigned int n, u64 done, bool write,
+			   void *arg);
+
+/*
+ * The one loop every copy goes through: bounds, then segment by segment
+ * map (with fault-and-retry), kmap, copy, unmap.
+ */
+static int remu_mr_walk(struct remu_mr *mr, u64 iova, u64 len, bool write,
+			remu_seg_fn fn, void *arg)
+{
+	u64 off, done = 0;
+	int err;
+
+	might_sleep();
+	if (!remu_mr_in_bounds(mr, iova, len))
+		return -ERANGE;
+	off = iova - mr->iova;
+	while (done < len) {
+		struct remu_mr_seg seg;
+		void *kaddr;
+
+		err = remu_mr_map_seg(mr, off + done, len - done, write, &seg);
+		if (err)
+			return err;
+		if (seg.page)
+			kaddr = kmap_local_page(seg.page) + seg.offset;
+		else
+			kaddr = seg.kaddr;
+		err = fn(kaddr, seg.len, done, write, arg);
+		if (seg.page) {
+			if (write)
+				flush_dcache_page(seg.page);
+			kunmap_local(kaddr);
+		}
+		remu_mr_unmap_seg(mr, &seg);
+		if (err)
+			return err;
+		done += seg.len;
+		cond_resched();
+	}
+	return 0;
+}
+
+static int remu_seg_buf(void *kaddr, unsigned int n, u64 done, bool write,
+			void *arg)
+{
+	u8 *buf = arg;
+
+	if (write)
+		memcpy(kaddr, buf + done, n);
+	else
+		memcpy(buf + done, kaddr, n);
+	return 0;
+}
+
+struct remu_skb_pos {
+	struct sk_buff *skb;
+	int off;
+};
+
+static int remu_seg_skb(void *kaddr, unsigned int n, u64 done, bool write,
+			void *arg)
+{
+	struct remu_skb_pos *p = arg;
+	int err;
+
+	if (write)
+		err = skb_copy_bits(p->skb, p->off + (int)done, kaddr, n);
+	else
+		err = skb_store_bits(p->skb, p->off + (int)done, kaddr, n);
+	return err ? -EFAULT : 0;
+}
+
+/* ---- the access layer ---- */
+
+struct remu_mr *remu_mr_lookup(struct remu_dev *rdev, u32 key,
+			       enum remu_key_kind kind)
+{
+	struct remu_mr *mr;
+
+	rcu_read_lock();
+	mr = xa_load(&rdev->mrs.xa, remu_key_index(key));
+	if (mr && (smp_load_acquire(&mr->state) != REMU_MR_VALID ||
+		   READ_ONCE(mr->key) != key ||
+		   !refcount_inc_not_zero(&mr->refs)))
+		mr = NULL;
+	rcu_read_unlock();
+	return mr;
+}
+EXPORT_SYMBOL_NS_GPL(remu_mr_lookup, REMU_TEST);
+
+void remu_mr_put(struct remu_mr *mr)
+{
+	if (refcount_dec_and_test(&mr->refs))
+		complete(&mr->done);
+}
+EXPORT_SYMBOL_NS_GPL(remu_mr_put, REMU_TEST);
+
+int remu_mr_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova, u64 len,
+		  unsigned int access)
+{
+	if (pd && mr->pd != pd)
+		return -EPERM;
+	if (!remu_mr_in_bounds(mr, iova, len))
+		return -ERANGE;
+	if (access & ~READ_ONCE(mr->access))
+		return -EACCES;
+	return 0;
+}
+EXPORT_SYMBOL_NS_GPL(remu_mr_check, REMU_TEST);
+
+int remu_mr_copy(struct remu_mr *mr, u64 iova, void *buf, u64 len,
+		 enum remu_copy_dir dir)
+{
+	return remu_mr_walk(mr, iova, len, dir == REMU_TO_MR, remu_seg_buf,
+			    buf);
+}
+EXPORT_SYMBOL_NS_GPL(remu_mr_copy, REMU_TEST);
+
+int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
+		     int skb_off, u64 len, enum remu_copy_dir dir)
+{
+	struct remu_skb_pos pos = { .skb = skb, .off = skb_off };
+
+	if (skb_off < 0 || len > skb->len || skb_off > skb->len - len)
+		return -EFAULT;
+	return remu_mr_walk(mr, iova, len, dir == REMU_TO_MR, remu_seg_skb,
+			    &pos);
+}
+EXPORT_SYMBOL_NS_GPL(remu_mr_copy_skb, REMU_TEST);
+
+int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
+		   u64 a, u64 b, u64 *orig)
+{
+	spinlock_t *lock = &mr->rdev->mrs.atomic_lock;
+	struct remu_mr_seg seg;
+	void *kaddr;
+	u64 *p, old;
+	int err;
+
+	might_sleep();
+	if (iova & 7)
+		return -EINVAL;
+	if (!remu_mr_in_bounds(mr, iova, sizeof(u64)))
+		return -ERANGE;
+	err = remu_mr_map_seg(mr, iova - mr->iova, sizeof(u64), true, &seg);
+	if (err)
+		return err;
+	kaddr = seg.page ? kmap_local_page(seg.page) + seg.offset : seg.kaddr;
+	/*
+	 * The core makes a user MR's iova agree with its address within the
+	 * page, so an aligned iova is aligned memory; a fast-reg MR mapped
+	 * at an odd offset may not be: refuse rather than tear the operand.
+	 */
+	if (seg.len < sizeof(u64) || !IS_ALIGNED((uintptr_t)kaddr, 8)) {
+		err = -EINVAL;
+		goto out;
+	}
+	p = kaddr;
+	spin_lock_bh(lock);
+	old = READ_ONCE(*p);
+	if (op == REMU_ATOMIC_FETCH_ADD)
+		WRITE_ONCE(*p, old + a);
+	else if (old == a)
+		WRITE_ONCE(*p, b);
+	spin_unlock_bh(lock);
+	*orig = old;
+out:
+	if (seg.page) {
+		flush_dcache_page(seg.page);
+		kunmap_local(kaddr);
+	}
+	remu_mr_unmap_seg(mr, &seg);
+	return err;
+}
+EXPORT_SYMBOL_NS_GPL(remu_mr_atomic, REMU_TEST);
+
+int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
+		  const struct remu_sge *sges, int n, u64 offset, void *buf,
+		  u64 len, enum remu_copy_dir dir, unsigned int access)
+{
+	u8 *p = buf;
+	int i, err;
+
+	for (i = 0; i < n && len; i++) {
+		const struct remu_sge *sge = &sges[i];
+		struct remu_mr *mr;
+		u64 iova, here;
+
+		if (offset >= sge->length) {
+			offset -= sge->length;
+			continue;
+		}
+		here = min_t(u64, len, sge->length - offset);
+		if (check_add_overflow(sge->addr, offset, &iova))
+			return -ERANGE;
+		mr = remu_mr_lookup(rdev, sge->lkey, REMU_LKEY);
+		if (!mr)
+			return -ENOENT;
+		err = remu_mr_check(mr, pd, iova, here, access);
+		if (!err)
+			err = remu_mr_copy(mr, iova, p, here, dir);
+		remu_mr_put(mr);
+		if (err)
+			return err;
+		p += here;
+		len -= here;
+		offset = 0;
+	}
+	return len ? -EMSGSIZE : 0;
+}
+EXPORT_SYMBOL_NS_GPL(remu_sge_copy, REMU_TEST);
+
+int remu_mr_fast_reg(struct remu_mr *mr, u32 key, unsigned int access,
+		     u64 iova, u64 length)
+{
+	u64 span, end;
+
+	if (mr->kind != REMU_MR_FAST_REG ||
+	    remu_key_index(key) != remu_key_index(mr->key) ||
+	    READ_ONCE(mr->state) != REMU_MR_FREE ||
+	    remu_mr_check_access(access) ||
+	    check_add_overflow(iova, length, &end))
+		return -EINVAL;
+	span = (u64)mr->npages << mr->fr_shift;
+	if (mr->page_off > span || length > span - mr->page_off)
+		return -EINVAL;
+
+	mr->iova = iova;
+	mr->length = length;
+	WRITE_ONCE(mr->access, access);
+	WRITE_ONCE(mr->key, key);
+	/* full barrier: the above is visible before the MR is VALID */
+	if (cmpxchg(&mr->state, REMU_MR_FREE, REMU_MR_VALID) != REMU_MR_FREE)
+		return -EINVAL;
+	return 0;
+}
+EXPORT_SYMBOL_NS_GPL(remu_mr_fast_reg, REMU_TEST);
+
+int remu_mr_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key)
+{
+	struct remu_mr *mr;
+	int err = 0;
+
+	rcu_read_lock();
+	mr = xa_load(&rdev->mrs.xa, remu_key_index(key));
+	if (!mr || READ_ONCE(mr->key) != key)
+		err = -EINVAL;
+	else if (mr->kind != REMU_MR_FAST_REG)
+		err = -EACCES;
+	else if (mr->pd != pd)
+		err = -EPERM;
+	else if (atomic_read(&mr->num_mw))
+		err = -EBUSY;
+	else if (cmpxchg(&mr->state, REMU_MR_VALID, REMU_MR_FREE) ==
+		 REMU_MR_ZOMBIE)
+		err = -EINVAL;
+	rcu_read_unlock();
+	return err;
+}
+EXPORT_SYMBOL_NS_GPL(remu_mr_invalidate, REMU_TEST);
+
+struct remu_dev *remu_dev_of(struct ib_device *ibdev)
+{
+	if (ibdev->ops.dealloc_driver != remu_dealloc_driver)
+		return NULL;
+	return to_remu_dev(ibdev);
+}
+EXPORT_SYMBOL_NS_GPL(remu_dev_of, REMU_TEST);
+
+/* ---- key table ---- */
+
+static struct remu_mr *remu_mr_new(struct ib_pd *ibpd, enum remu_mr_kind kind,
+				   const struct remu_mr_backing_ops *ops)
+{
+	struct remu_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+
+	if (!mr)
+		return NULL;
+	mr->rdev = to_remu_dev(ibpd->device);
+	mr->pd = to_remu_pd(ibpd);
+	mr->kind = kind;
+	mr->ops = ops;
+	mr->state = REMU_MR_FREE;
+	refcount_set(&mr->refs, 1);
+	init_completion(&mr->done);
+	return mr;
+}
+
+/* An MR that never got a key: release its backing and free it. */
+static void remu_mr_discard(struct remu_mr *mr)
+{
+	if (mr->ops->release)
+		mr->ops->release(mr);
+	kfree(mr);
+}
+
+/*
+ * Give @mr a key and make it reachable.  Its state (VALID, or FREE for
+ * fast-reg MRs) and backing are complete before xa_store publishes it.
+ */
+static int remu_mr_publish(struct remu_mr *mr)
+{
+	struct remu_mr_table *t = &mr->rdev->mrs;
+	u32 index;
+	int err;
+
+	if (atomic_inc_return(&t->count) > REMU_MAX_MR) {
+		err = -ENOMEM;
+		goto err_count;
+	}
+	/* reserve the index first: the key needs it */
+	err = xa_alloc_cyclic(&t->xa, &index, NULL,
+			      XA_LIMIT(1, REMU_KEY_INDEX_MAX), &t->next_index,
+			      GFP_KERNEL);
+	if (err < 0)
+		goto err_count;
+	mr->key = index << REMU_KEY_TAG_BITS |
+		  ((u32)atomic_inc_return(&t->next_tag) & REMU_KEY_TAG_MASK);
+	mr->ib_mr.lkey = mr->key;
+	mr->ib_mr.rkey = mr->key;
+	err = xa_err(xa_store(&t->xa, index, mr, GFP_KERNEL));
+	if (err) {
+		xa_erase(&t->xa, index);
+		goto err_count;
+	}
+	remu_obj_get(REMU_OBJ_MR);
+	return 0;
+
+err_count:
+	atomic_dec(&t->count);
+	return err;
+}
+
+int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
+{
+	struct remu_mr *mr = to_remu_mr(ibmr);
+	struct remu_mr_table *t = &mr->rdev->mrs;
+
+	/* the verbs spec: an MR with bound memory windows stays */
+	if (atomic_read(&mr->num_mw))
+		return -EBUSY;
+
+	xchg(&mr->state, REMU_MR_ZOMBIE);
+	xa_erase(&t->xa, remu_key_index(mr->key));
+	atomic_dec(&t->count);
+	/* drop the owner's reference, then wait for accesses in flight */
+	remu_mr_put(mr);
+	wait_for_completion(&mr->done);
+
+	if (mr->ops->release)
+		mr->ops->release(mr);
+	remu_obj_put(REMU_OBJ_MR);
+	kfree_rcu(mr, rcu);
+	return 0;
+}
+
+/* ---- verbs ---- */
+
+struct ib_mr *remu_get_dma_mr(struct ib_pd *ibpd, int access)
+{
+	struct remu_mr *mr;
+	int err;
+
+	err = remu_mr_check_access(access);
+	if (err)
+		return ERR_PTR(err);
+	mr = remu_mr_new(ibpd, REMU_MR_KERNEL, &remu_kernel_ops);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->access = access;
+	mr->iova = 0;
+	mr->length = U64_MAX;
+	mr->state = REMU_MR_VALID;
+	err = remu_mr_publish(mr);
+	if (err) {
+		remu_mr_discard(mr);
+		return ERR_PTR(err);
+	}
+	return &mr->ib_mr;
+}
+
+struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+			       u64 iova, int access, struct ib_udata *udata)
+{
+	struct remu_dev *rdev = to_remu_dev(ibpd->device);
+	struct sg_page_iter iter;
+	struct ib_umem *umem;
+	struct remu_mr *mr;
+	size_t npages;
+	u32 i = 0;
+	int err;
+
+	err = remu_mr_check_access(access);
+	if (err)
+		return ERR_PTR(err);
+	if (!length || length > REMU_MAX_MR_SIZE)
+		return ERR_PTR(-EINVAL);
+
+	umem = ib_umem_get(&rdev->ib_dev, start, length, access);
+	if (IS_ERR(umem))
+		return ERR_CAST(umem);
+	mr = remu_mr_new(ibpd, REMU_MR_UMEM, &remu_umem_ops);
+	if (!mr) {
+		ib_umem_release(umem);
+		return ERR_PTR(-ENOMEM);
+	}
+	npages = ib_umem_num_pages(umem);
+	mr->pages = kvcalloc(npages, sizeof(*mr->pages),
+			     GFP_KERNEL | __GFP_NOWARN);
+	if (!mr->pages) {
+		ib_umem_release(umem);
+		kfree(mr);
+		return ERR_PTR(-ENOMEM);
+	}
+	for_each_sgtable_page(&umem->sgt_append.sgt, &iter, 0) {
+		if (i == npages)
+			break;
+		mr->pages[i++] = sg_page_iter_page(&iter);
+	}
+	mr->umem = umem;
+	mr->npages = i;
+	atomic64_add(i, &rdev->mrs.pages_pinned);
+	if (i != npages) {
+		remu_mr_discard(mr);
+		return ERR_PTR(-EFAULT);
+	}
+	mr->page_off = ib_umem_offset(umem);
+	mr->access = access;
+	mr->iova = iova;
+	mr->length = length;
+	mr->state = REMU_MR_VALID;
+	err = remu_mr_publish(mr);
+	if (err) {
+		remu_mr_discard(mr);
+		return ERR_PTR(err);
+	}
+	return &mr->ib_mr;
+}
+
+struct ib_mr *remu_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
+			    u32 max_num_sg)
+{
+	struct remu_mr *mr;
+	int err;
+
+	if (type != IB_MR_TYPE_MEM_REG)
+		return ERR_PTR(-EINVAL);
+	if (!max_num_sg || max_num_sg > REMU_MAX_FAST_REG_PAGES)
+		return ERR_PTR(-EINVAL);
+	mr = remu_mr_new(ibpd, REMU_MR_FAST_REG, &remu_fr_ops);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	mr->fr_addrs = kcalloc(max_num_sg, sizeof(*mr->fr_addrs), GFP_KERNEL);
+	if (!mr->fr_addrs) {
+		kfree(mr);
+		return ERR_PTR(-ENOMEM);
+	}
+	mr->fr_max = max_num_sg;
+	mr->fr_shift = PAGE_SHIFT;
+	err = remu_mr_publish(mr);
+	if (err) {
+		remu_mr_discard(mr);
+		return ERR_PTR(err);
+	}
+	return &mr->ib_mr;
+}
+
+static int remu_set_page(struct ib_mr *ibmr, u64 addr)
+{
+	struct remu_mr *mr = to_remu_mr(ibmr);
+
+	if (mr->npages == mr->fr_max)
+		return -ENOMEM;
+	mr->fr_addrs[mr->npages++] = addr;
+	return 0;
+}
+
+int remu_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		   unsigned int *sg_offset)
+{
+	struct remu_mr *mr = to_remu_mr(ibmr);
+	int n;
+
+	if (!is_power_of_2(ibmr->page_size))
+		return -EINVAL;
+	mr->npages = 0;
+	n = ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, remu_set_page);
+	mr->fr_shift = ilog2(ibmr->page_size);
+	mr->page_off = ibmr->iova & (ibmr->page_size - 1);
+	return n;
+}
+
+/* ---- device ---- */
+
+/**
+ * remu_mr_dev_init - set up a new device's key table and MR attributes
+ * @rdev: the device, after remu_init_attr() and before registration
+ */
+void remu_mr_dev_init(struct remu_dev *rdev)
+{
+	struct remu_mr_table *t = &rdev->mrs;
+	struct ib_device_attr *a = &rdev->attr;
+
+	xa_init_flags(&t->xa, XA_FLAGS_ALLOC1);
+	t->next_index = 1;
+	/* tags start at a random point so keys differ between devices */
+	atomic_set(&t->next_tag, get_random_u32());
+	atomic_set(&t->count, 0);
+	atomic64_set(&t->pages_pinned, 0);
+	spin_lock_init(&t->atomic_lock);
+
+	a->max_mr = REMU_MAX_MR;
+	a->max_mr_size = REMU_MAX_MR_SIZE;
+	a->page_size_cap = PAGE_SIZE;
+	a->max_fast_reg_page_list_len = REMU_MAX_FAST_REG_PAGES;
+	a->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
+}
+
+/**
+ * remu_mr_dev_fini - release the key table
+ * @rdev: the device; the core has destroyed every MR by now
+ */
+void remu_mr_dev_fini(struct remu_dev *rdev)
+{
+	if (!xa_empty(&rdev->mrs.xa))
+		pr_err("%s: %d MR(s) left at device release\n",
+		       dev_name(&rdev->ib_dev.dev),
+		       atomic_read(&rdev->mrs.count));
+	xa_destroy(&rdev->mrs.xa);
+}

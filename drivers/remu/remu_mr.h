@@ -1,0 +1,387 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * remu_mr.h - memory regions and the MR access layer: the device's
+ * software MMU.  Every byte the data path reads from or writes into a
+ * memory region goes through the functions declared here; nothing else in
+ * remu touches MR memory.
+ *
+ * Keys.  lkey == rkey == index << 8 | tag, as on real IB NICs.  The index
+ * (24 bits, never 0) names the MR in the per-device xarray and is handed out
+ * cyclically, so a freed index is not reused soon and a stale key misses.
+ * The tag (low 8 bits) comes from a per-device counter at registration and
+ * is chosen by the consumer on each fast registration (ib_inc_rkey()).
+ * A lookup matches all 32 bits.
+ *
+ * How the engines use the layer (requester gather, responder scatter,
+ * READ responses, atomics):
+ *
+ *	mr = remu_mr_lookup(rdev, key, REMU_RKEY);	// reference taken
+ *	if (!mr)
+ *		-> invalid key
+ *	err = remu_mr_check(mr, qp_pd, iova, len, IB_ACCESS_REMOTE_WRITE);
+ *	if (!err)
+ *		err = remu_mr_copy_skb(mr, iova, skb, off, len, REMU_TO_MR);
+ *	remu_mr_put(mr);
+ *
+ * or, for a local SGE list, remu_sge_copy() which does all of it.  Error
+ * numbers are distinct so that each maps to one completion status:
+ *
+ *	lookup NULL / -ENOENT	key names no valid MR (bad index, wrong tag,
+ *				invalidated, deregistered)
+ *	-EPERM			MR belongs to another PD
+ *	-ERANGE			[iova, iova + len) not inside the MR (incl.
+ *				64-bit overflow)
+ *	-EACCES			MR lacks the access right asked for
+ *	-EINVAL			misaligned atomic; bad fast-reg parameters
+ *	-EMSGSIZE		SGE list shorter than offset + len
+ *	-EFAULT			translation failed (backing gone or broken)
+ *
+ * Backings.  An MR's memory is reached through its backing (enum
+ * remu_mr_kind): kernel memory (get_dma_mr), pinned user memory (ib_umem),
+ * a fast-registration page list (alloc_mr + map_mr_sg + REG_MR), and later
+ * on-demand paging, device memory and dma-buf.  Each backing provides
+ * struct remu_mr_backing_ops; the copy loops only ever see segments
+ * (struct remu_mr_seg): a page + offset or a kernel address, and a length
+ * that is contiguous there.  A backing's ->map() may answer -EAGAIN: "the
+ * translation is missing (not faulted in yet, or invalidated under you):
+ * call ->fault() and retry".  Every loop in remu_mr.c honours that contract
+ * although the pinned, kernel and fast-reg backings never return -EAGAIN;
+ * ODP (fault via ib_umem_odp_map_dma_and_lock) and dma-buf (re-vmap after
+ * move_notify) will.  A successful ->map() may hold a backing lock (ODP's
+ * umem_mutex, a dma-buf mapping) that ->unmap() drops, so a backing can
+ * keep invalidation out for exactly as long as one segment is touched.
+ *
+ * Lifetime and locking:
+ *  - The xarray (xa_lock) only changes at registration and deregistration.
+ *    Lookups are lockless under RCU: xa_load, check state and key, then
+ *    refcount_inc_not_zero.  MRs are freed with kfree_rcu.
+ *  - mr->refs starts at 1 (the owner's reference).  Deregistration unpublishes
+ *    the key, drops the owner's reference and waits on mr->done until every
+ *    access in flight has called remu_mr_put(); only then is the backing
+ *    released.  So no access ever outlives the memory it touches.
+ *  - mr->state and mr->key of a fast-reg MR are changed by the engine
+ *    processing that QP's REG_MR / LOCAL_INV / SEND_WITH_INV; readers use
+ *    acquire/release ordering (key and parameters are written before the
+ *    state becomes VALID).  The verbs say a consumer must not invalidate or
+ *    re-map an MR while its own operations on it are outstanding.
+ *  - Atomics take the per-device atomic_lock (a spinlock, BH-safe) around
+ *    the read-modify-write, after the segment has been mapped, so they are
+ *    atomic with respect to every other remu atomic on the device.
+ *  - Copies may sleep (a backing may fault); never call them under a
+ *    spinlock or from hard/soft interrupt context.
+ */
+#ifndef REMU_MR_H
+#define REMU_MR_H
+
+#include <linux/completion.h>
+#include <linux/rcupdate.h>
+#include <linux/refcount.h>
+#include <linux/skbuff.h>
+#include <linux/spinlock.h>
+#include <linux/xarray.h>
+#include <rdma/ib_verbs.h>
+
+struct remu_dev;
+struct remu_pd;
+struct ib_umem;
+
+#define REMU_KEY_TAG_BITS	8
+#define REMU_KEY_TAG_MASK	0xffu
+#define REMU_KEY_INDEX_MAX	0xffffffu	/* 24-bit index */
+
+static inline u32 remu_key_index(u32 key)
+{
+	return key >> REMU_KEY_TAG_BITS;
+}
+
+/** struct remu_mr_table - per-device MR state, embedded in remu_dev */
+struct remu_mr_table {
+	struct xarray xa;	/* index -> struct remu_mr, XA_FLAGS_ALLOC1 */
+	u32 next_index;		/* xa_alloc_cyclic cursor (under xa_lock) */
+	atomic_t next_tag;	/* tag of the next registration */
+	atomic_t count;		/* live MRs, bounded by REMU_MAX_MR */
+	atomic64_t pages_pinned;
+	spinlock_t atomic_lock;	/* serialises remu_mr_atomic() */
+};
+
+/** enum remu_mr_kind - the backing of an MR (how its memory is reached) */
+enum remu_mr_kind {
+	REMU_MR_KERNEL,		/* get_dma_mr: iova is a kernel address */
+	REMU_MR_UMEM,		/* reg_user_mr: pinned user pages */
+	REMU_MR_FAST_REG,	/* alloc_mr: page list set by map_mr_sg */
+	/* later: REMU_MR_ODP, REMU_MR_DM, REMU_MR_DMABUF */
+};
+
+/** enum remu_mr_state - whether the key currently grants access */
+enum remu_mr_state {
+	REMU_MR_FREE,		/* fast-reg MR not registered (or invalidated) */
+	REMU_MR_VALID,
+	REMU_MR_ZOMBIE,		/* being deregistered */
+};
+
+/** enum remu_key_kind - where a key comes from */
+enum remu_key_kind {
+	REMU_LKEY,	/* from a local SGE (or a local WR) */
+	REMU_RKEY,	/* from the wire; will also name memory windows */
+};
+
+enum remu_copy_dir {
+	REMU_TO_MR,	/* write into the MR */
+	REMU_FROM_MR,	/* read from the MR */
+};
+
+enum remu_atomic_op {
+	REMU_ATOMIC_CMP_SWP,	/* if (*p == a) *p = b */
+	REMU_ATOMIC_FETCH_ADD,	/* *p += a */
+};
+
+/**
+ * struct remu_mr_seg - one contiguous piece of an MR, as ->map() gives it
+ * @page:	the page, or NULL when @kaddr is a direct kernel mapping
+ * @kaddr:	kernel address of the data when @page is NULL
+ * @offset:	byte offset of the data in @page (unused with @kaddr)
+ * @len:	contiguous bytes available here (>= 1)
+ * @priv:	for the backing's ->unmap()
+ */
+struct remu_mr_seg {
+	struct page *page;
+	void *kaddr;
+	unsigned int offset;
+	unsigned int len;
+	void *priv;
+};
+
+struct remu_mr;
+
+/**
+ * struct remu_mr_backing_ops - how one kind of backing reaches its memory
+ * @map:	translate byte @off of the MR (at most @len bytes wanted) for
+ *		reading or, when @write, writing; fill @seg.  Returns 0,
+ *		-EAGAIN when the translation is missing (call @fault, then
+ *		retry), or another negative errno (-EFAULT).  May sleep.
+ * @unmap:	end the access to @seg (drop what @map took); may be NULL
+ * @fault:	make [off, off + len) present for @write; NULL if the backing
+ *		never answers -EAGAIN.  May sleep.
+ * @release:	free the backing at deregistration, after the last access
+ */
+struct remu_mr_backing_ops {
+	int (*map)(struct remu_mr *mr, u64 off, u64 len, bool write,
+		   struct remu_mr_seg *seg);
+	void (*unmap)(struct remu_mr *mr, struct remu_mr_seg *seg);
+	int (*fault)(struct remu_mr *mr, u64 off, u64 len, bool write);
+	void (*release)(struct remu_mr *mr);
+};
+
+/**
+ * struct remu_mr - a memory region
+ * @ib_mr:	the core's MR (lkey/rkey mirror @key)
+ * @rdev:	owning device
+ * @pd:		protection domain the MR was created in
+ * @kind:	backing kind; @ops its operations
+ * @state:	enum remu_mr_state (acquire/release, see file comment)
+ * @key:	current lkey == rkey
+ * @access:	IB_ACCESS_* rights of the current registration
+ * @iova:	first valid iova; @length bytes from there (KERNEL: 0, ~0)
+ * @refs:	owner reference + one per access in flight
+ * @done:	completed when @refs drops to zero
+ * @num_mw:	memory windows bound to it (dereg then fails with -EBUSY)
+ * @umem:	UMEM: the pinned pages' umem
+ * @pages:	UMEM: one struct page per PAGE_SIZE of the user range
+ * @page_off:	UMEM/FAST_REG: offset of @iova in the first page/block
+ * @npages:	UMEM: entries in @pages; FAST_REG: entries in @fr_addrs
+ * @fr_addrs:	FAST_REG: kernel addresses of page_size blocks (map_mr_sg)
+ * @fr_max:	FAST_REG: capacity of @fr_addrs (max_num_sg)
+ * @fr_shift:	FAST_REG: log2 of the block size
+ * @rcu:	for kfree_rcu (lookups are lockless)
+ */
+struct remu_mr {
+	struct ib_mr ib_mr;
+	struct remu_dev *rdev;
+	struct remu_pd *pd;
+	enum remu_mr_kind kind;
+	const struct remu_mr_backing_ops *ops;
+	int state;
+	u32 key;
+	unsigned int access;
+	u64 iova;
+	u64 length;
+	refcount_t refs;
+	struct completion done;
+	atomic_t num_mw;
+
+	struct ib_umem *umem;
+	struct page **pages;
+	u64 page_off;
+	u32 npages;
+
+	u64 *fr_addrs;
+	u32 fr_max;
+	unsigned int fr_shift;
+
+	struct rcu_head rcu;
+};
+
+static inline struct remu_mr *to_remu_mr(struct ib_mr *ibmr)
+{
+	return container_of(ibmr, struct remu_mr, ib_mr);
+}
+
+/** struct remu_sge - one scatter/gather element (layout of struct ib_sge) */
+struct remu_sge {
+	u64 addr;
+	u32 length;
+	u32 lkey;
+};
+
+/* ---- the access layer (exported in namespace REMU_TEST for the tests) ---- */
+
+/**
+ * remu_mr_lookup - find the valid MR that @key names and take a reference
+ * @rdev:	device
+ * @key:	lkey or rkey (all 32 bits must match, tag included)
+ * @kind:	where the key comes from
+ *
+ * Context: any; lockless (RCU).
+ * Return: the MR with a reference the caller drops with remu_mr_put(), or
+ * NULL if no valid MR has this key.
+ */
+struct remu_mr *remu_mr_lookup(struct remu_dev *rdev, u32 key,
+			       enum remu_key_kind kind);
+
+/**
+ * remu_mr_put - drop a reference taken by remu_mr_lookup()
+ * @mr: the MR
+ *
+ * Context: any.  The last put lets a waiting deregistration proceed.
+ */
+void remu_mr_put(struct remu_mr *mr);
+
+/**
+ * remu_mr_check - may this access happen?
+ * @mr:		MR with a reference held
+ * @pd:		PD of the QP doing the access (NULL: do not check)
+ * @iova:	first byte
+ * @len:	bytes (0 is always in bounds)
+ * @access:	IB_ACCESS_* rights needed: LOCAL_WRITE, REMOTE_READ,
+ *		REMOTE_WRITE, REMOTE_ATOMIC; 0 for a local read
+ *
+ * Return: 0, -EPERM (wrong PD), -ERANGE (bounds) or -EACCES (rights),
+ * checked in that order.
+ */
+int remu_mr_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova, u64 len,
+		  unsigned int access);
+
+/**
+ * remu_mr_copy - copy between a kernel buffer and MR memory
+ * @mr:		MR with a reference held, already checked
+ * @iova:	first byte in the MR
+ * @buf:	kernel buffer of @len bytes
+ * @len:	bytes
+ * @dir:	REMU_TO_MR or REMU_FROM_MR
+ *
+ * Context: process context, may sleep.
+ * Return: 0, -ERANGE if outside the MR, -EFAULT if a translation failed
+ * (part of the data may have been copied).
+ */
+int remu_mr_copy(struct remu_mr *mr, u64 iova, void *buf, u64 len,
+		 enum remu_copy_dir dir);
+
+/**
+ * remu_mr_copy_skb - copy between packet payload and MR memory
+ * @mr:		MR with a reference held, already checked
+ * @iova:	first byte in the MR
+ * @skb:	packet (linear part, page frags and frag list all work)
+ * @skb_off:	offset of the payload in @skb
+ * @len:	bytes
+ * @dir:	REMU_TO_MR (receive: skb -> MR) or REMU_FROM_MR (build: MR ->
+ *		skb, which must already have room for @len bytes at @skb_off)
+ *
+ * No bounce buffer: each MR segment is copied straight to or from the skb.
+ * Context and return: as remu_mr_copy(); -EFAULT also if @skb is too short.
+ */
+int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
+		     int skb_off, u64 len, enum remu_copy_dir dir);
+
+/**
+ * remu_mr_atomic - 64-bit compare-and-swap or fetch-and-add in an MR
+ * @mr:		MR with a reference held, checked for IB_ACCESS_REMOTE_ATOMIC
+ * @iova:	address of the 8-byte operand, 8-byte aligned
+ * @op:		REMU_ATOMIC_CMP_SWP (compare @a, swap in @b) or
+ *		REMU_ATOMIC_FETCH_ADD (add @a)
+ * @a, @b:	operands
+ * @orig:	the value before the operation
+ *
+ * Atomic with respect to every other remu_mr_atomic() on the device.
+ * Context: process context, may sleep (before taking the atomic lock).
+ * Return: 0, -EINVAL if misaligned, -ERANGE if outside the MR, -EFAULT.
+ */
+int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
+		   u64 a, u64 b, u64 *orig);
+
+/**
+ * remu_sge_copy - copy between a buffer and the memory an SGE list names
+ * @rdev:	device
+ * @pd:		PD of the QP (each SGE's MR must belong to it)
+ * @sges:	the list; zero-length SGEs are skipped without a key lookup
+ * @n:		entries
+ * @offset:	bytes of the list to skip first (a message's later packets)
+ * @buf:	kernel buffer
+ * @len:	bytes to copy
+ * @dir:	REMU_TO_MR (scatter into a receive WQE) or REMU_FROM_MR (gather)
+ * @access:	rights each MR must grant (IB_ACCESS_LOCAL_WRITE to scatter)
+ *
+ * Context: process context, may sleep.
+ * Return: 0; -ENOENT (bad lkey), -EPERM, -ERANGE, -EACCES, -EFAULT as
+ * above; -EMSGSIZE if the list holds fewer than @offset + @len bytes.
+ */
+int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
+		  const struct remu_sge *sges, int n, u64 offset, void *buf,
+		  u64 len, enum remu_copy_dir dir, unsigned int access);
+
+/**
+ * remu_mr_fast_reg - IB_WR_REG_MR: make a fast-reg MR valid under @key
+ * @mr:		an MR from alloc_mr whose pages map_mr_sg set
+ * @key:	new lkey == rkey; same index as the MR's, any tag
+ * @access:	IB_ACCESS_* rights
+ * @iova:	first iova (the page list's first block holds it at the
+ *		offset map_mr_sg recorded)
+ * @length:	bytes
+ *
+ * Context: the engine processing the REG_MR WR.
+ * Return: 0; -EINVAL for a key of another MR, an MR that is not a fast-reg
+ * MR or is already valid, bad access flags, or a range the page list does
+ * not cover.
+ */
+int remu_mr_fast_reg(struct remu_mr *mr, u32 key, unsigned int access,
+		     u64 iova, u64 length);
+
+/**
+ * remu_mr_invalidate - IB_WR_LOCAL_INV or an incoming SEND_WITH_INV
+ * @rdev:	device
+ * @pd:		PD of the QP carrying the invalidation
+ * @key:	the key to invalidate (all 32 bits)
+ *
+ * Invalidating a fast-reg MR that is already free is allowed.
+ * Return: 0; -EINVAL if no fast-reg MR has this key (bad index or tag),
+ * -EPERM if it belongs to another PD, -EACCES if the MR is not a fast-reg
+ * MR (user and DMA MRs cannot be invalidated), -EBUSY if memory windows are
+ * bound to it.
+ */
+int remu_mr_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key);
+
+/* For the test module: the remu device behind @ibdev, or NULL. */
+struct remu_dev *remu_dev_of(struct ib_device *ibdev);
+
+/* ---- verbs and device set-up (remu_mr.c) ---- */
+void remu_mr_dev_init(struct remu_dev *rdev);
+void remu_mr_dev_fini(struct remu_dev *rdev);
+struct ib_mr *remu_get_dma_mr(struct ib_pd *ibpd, int access);
+struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+			       u64 iova, int access, struct ib_udata *udata);
+struct ib_mr *remu_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
+			    u32 max_num_sg);
+int remu_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		   unsigned int *sg_offset);
+int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+
+#endif /* REMU_MR_H */
