@@ -21,6 +21,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "remu_param.h"
+#include "remu_queue.h"
 
 /**
  * struct remu_dev - one emulated NIC, created by `rdma link add`
@@ -30,6 +31,7 @@
  *		tracked reference from newlink to dealloc_driver
  * @ndev_tracker: tracker of that reference
  * @list:	entry in remu_dev_list, under remu_dev_lock
+ * @q:		queue objects of the device (remu_queue.h)
  */
 struct remu_dev {
 	struct ib_device ib_dev;
@@ -37,6 +39,7 @@ struct remu_dev {
 	struct net_device *ndev;
 	netdevice_tracker ndev_tracker;
 	struct list_head list;
+	struct remu_dev_queues q;
 };
 
 /** struct remu_ucontext - one process's open device context */
@@ -71,6 +74,11 @@ enum remu_obj_type {
 	REMU_OBJ_DEV,
 	REMU_OBJ_UCONTEXT,
 	REMU_OBJ_PD,
+	REMU_OBJ_CQ,
+	REMU_OBJ_QP,
+	REMU_OBJ_SRQ,
+	REMU_OBJ_AH,
+	REMU_OBJ_RING,
 	REMU_OBJ_TYPE_COUNT
 };
 
@@ -84,6 +92,9 @@ bool remu_obj_exit(void);
 extern const struct ib_device_ops remu_dev_ops;
 void remu_init_attr(struct remu_dev *rdev);
 enum ib_port_state remu_port_state(struct net_device *ndev);
+
+/* remu_qp.c */
+void remu_dev_queues_init(struct remu_dev *rdev);
 
 /* remu_main.c */
 void remu_dealloc_driver(struct ib_device *ibdev);
