@@ -493,8 +493,10 @@ TEST_F(q, rc_state_machine)
 	/* INIT -> RTR: missing attribute, bad values, then right */
 	mask = rtr_attr(qp, self->sgid4, &self->gid4, &a);
 	EXPECT_EQ(EINVAL, ibv_modify_qp(qp, &a, mask & ~IBV_QP_DEST_QPN));
-	a.ah_attr.grh.sgid_index = 127;	/* empty GID entry */
-	EXPECT_EQ(EINVAL, ibv_modify_qp(qp, &a, mask));
+	a.ah_attr.grh.sgid_index = 127;	/* empty GID entry: the core says ENODATA */
+	EXPECT_NE(0, ibv_modify_qp(qp, &a, mask));
+	a.ah_attr.grh.sgid_index = 128;	/* beyond the table */
+	EXPECT_NE(0, ibv_modify_qp(qp, &a, mask));
 	a.ah_attr.grh.sgid_index = self->sgid4;
 	a.path_mtu = 7;
 	EXPECT_EQ(EINVAL, ibv_modify_qp(qp, &a, mask));
@@ -504,10 +506,9 @@ TEST_F(q, rc_state_machine)
 	a.max_dest_rd_atomic = 4;
 	a.dest_qp_num = 1 << 24;
 	EXPECT_EQ(EINVAL, ibv_modify_qp(qp, &a, mask));
-	a.dest_qp_num = 0x77;
-	a.rq_psn = 1 << 24;
+	a.dest_qp_num = 0;
 	EXPECT_EQ(EINVAL, ibv_modify_qp(qp, &a, mask));
-	a.rq_psn = 0x123;
+	a.dest_qp_num = 0x77;
 	ASSERT_EQ(0, ibv_modify_qp(qp, &a, mask));
 	EXPECT_EQ(IBV_QPS_RTR, qp->state);
 
@@ -555,7 +556,13 @@ TEST_F(q, rc_state_machine)
 	EXPECT_EQ(0, to_state(qp, IBV_QPS_RTS));
 	EXPECT_EQ(0, to_state(qp, IBV_QPS_ERR));
 	EXPECT_EQ(EINVAL, to_state(qp, IBV_QPS_RTS));
+	EXPECT_EQ(0, to_state(qp, IBV_QPS_ERR));
 	EXPECT_EQ(0, to_state(qp, IBV_QPS_RESET));
+	EXPECT_EQ(0, to_state(qp, IBV_QPS_RESET));
+	/* the core's table (IBA 10.3.1) has no RESET -> ERR */
+	EXPECT_EQ(EINVAL, to_state(qp, IBV_QPS_ERR));
+	/* INIT -> ERR */
+	EXPECT_EQ(0, to_init(qp));
 	EXPECT_EQ(0, to_state(qp, IBV_QPS_ERR));
 	EXPECT_EQ(0, to_state(qp, IBV_QPS_RESET));
 	/* and again from the start */
@@ -630,7 +637,7 @@ TEST_F(q, post_send_bad_wr)
 
 	ASSERT_NE(NULL, qp);
 	ASSERT_EQ(0, to_rts(qp, self->sgid4, &self->gid4));
-	wr.num_sge = 3;		/* created with 2 */
+	wr.num_sge = MAX_SGE + 1;
 	EXPECT_EQ(EINVAL, ibv_post_send(qp, &wr, &bad));
 	EXPECT_EQ(&wr, bad);
 	sge[0].addr = (uintptr_t)big;
@@ -703,6 +710,7 @@ TEST_F(q, flush_on_error)
 	ASSERT_EQ(0, to_init(qp));
 	ASSERT_EQ(0, post_recv(qp, 4000));
 	ASSERT_EQ(0, to_state(qp, IBV_QPS_RESET));
+	ASSERT_EQ(0, to_init(qp));
 	ASSERT_EQ(0, to_state(qp, IBV_QPS_ERR));
 	usleep(100000);
 	EXPECT_EQ(0, ibv_poll_cq(rcq, 64, wc));
