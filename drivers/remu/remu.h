@@ -22,6 +22,7 @@
 
 #include "remu_param.h"
 #include "remu_mr.h"
+#include "remu_queue.h"
 
 /**
  * struct remu_dev - one emulated NIC, created by `rdma link add`
@@ -32,6 +33,7 @@
  * @ndev_tracker: tracker of that reference
  * @list:	entry in remu_dev_list, under remu_dev_lock
  * @mrs:	memory regions: key table and access-layer state (remu_mr.h)
+ * @q:		queue objects of the device (remu_queue.h)
  */
 struct remu_dev {
 	struct ib_device ib_dev;
@@ -40,6 +42,7 @@ struct remu_dev {
 	netdevice_tracker ndev_tracker;
 	struct list_head list;
 	struct remu_mr_table mrs;
+	struct remu_dev_queues q;
 };
 
 /** struct remu_ucontext - one process's open device context */
@@ -75,6 +78,11 @@ enum remu_obj_type {
 	REMU_OBJ_UCONTEXT,
 	REMU_OBJ_PD,
 	REMU_OBJ_MR,
+	REMU_OBJ_CQ,
+	REMU_OBJ_QP,
+	REMU_OBJ_SRQ,
+	REMU_OBJ_AH,
+	REMU_OBJ_RING,
 	REMU_OBJ_TYPE_COUNT
 };
 
@@ -88,6 +96,9 @@ bool remu_obj_exit(void);
 extern const struct ib_device_ops remu_dev_ops;
 void remu_init_attr(struct remu_dev *rdev);
 enum ib_port_state remu_port_state(struct net_device *ndev);
+
+/* remu_qp.c */
+void remu_dev_queues_init(struct remu_dev *rdev);
 
 /* remu_main.c */
 void remu_dealloc_driver(struct ib_device *ibdev);

@@ -222,8 +222,14 @@ static int __init remu_init(void)
 	int err;
 
 	remu_obj_init();
+	err = remu_queues_init();
+	if (err) {
+		remu_obj_exit();
+		return err;
+	}
 	err = register_netdevice_notifier(&remu_netdev_notifier);
 	if (err) {
+		remu_queues_exit();
 		remu_obj_exit();
 		return err;
 	}
@@ -238,6 +244,7 @@ static void __exit remu_exit(void)
 	rdma_link_unregister(&remu_link_ops);
 	remu_remove_all();
 	unregister_netdevice_notifier(&remu_netdev_notifier);
+	remu_queues_exit();
 	if (remu_obj_exit())
 		pr_info("unloaded\n");
 }

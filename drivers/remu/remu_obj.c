@@ -25,6 +25,11 @@ static const char * const remu_obj_name[REMU_OBJ_TYPE_COUNT] = {
 	[REMU_OBJ_UCONTEXT] = "ucontext",
 	[REMU_OBJ_PD] = "pd",
 	[REMU_OBJ_MR] = "mr",
+	[REMU_OBJ_CQ] = "cq",
+	[REMU_OBJ_QP] = "qp",
+	[REMU_OBJ_SRQ] = "srq",
+	[REMU_OBJ_AH] = "ah",
+	[REMU_OBJ_RING] = "ring",
 };
 
 void remu_obj_get(enum remu_obj_type type)

@@ -40,4 +40,18 @@
  */
 #define REMU_ROCE_OVERHEAD	(40 + 8 + 12 + 28 + 4)
 
+/* queues (remu_cq.c, remu_qp.c, remu_srq.c, remu_ah.c) */
+#define REMU_MAX_QP		16384
+#define REMU_MAX_QPN		0xffffff	/* QPNs are 24 bits; 0 and 1 are special */
+#define REMU_MAX_QP_WR		16384
+#define REMU_MAX_SGE		16
+#define REMU_MAX_INLINE		256
+#define REMU_MAX_RD_ATOMIC	16
+#define REMU_MAX_CQ		16384
+#define REMU_MAX_CQE		65536
+#define REMU_MAX_SRQ		16384
+#define REMU_MAX_SRQ_WR		16384
+#define REMU_MAX_SRQ_SGE	16
+#define REMU_MAX_AH		65536
+
 #endif /* REMU_PARAM_H */

@@ -14,13 +14,14 @@
 #include <rdma/remu-abi.h>
 
 #include "remu.h"
+#include "remu_qp.h"
 
 /**
  * remu_init_attr - fill in the device attributes of a new device
  * @rdev: the device, before registration
  *
  * Only what remu implements is reported; everything a later feature adds
- * (QPs, CQs, MRs, ODP, device memory...) stays zero until it works.
+ * (MRs, atomics, ODP, device memory...) stays zero until it works.
  */
 void remu_init_attr(struct remu_dev *rdev)
 {
@@ -35,6 +36,19 @@ void remu_init_attr(struct remu_dev *rdev)
 	a->page_size_cap = PAGE_SIZE;
 	a->max_pd = REMU_MAX_PD;
 	a->max_pkeys = REMU_PKEY_TBL_LEN;
+	a->max_qp = REMU_MAX_QP;
+	a->max_qp_wr = REMU_MAX_QP_WR;
+	a->max_send_sge = REMU_MAX_SGE;
+	a->max_recv_sge = REMU_MAX_SGE;
+	a->max_sge_rd = REMU_MAX_SGE;
+	a->max_qp_rd_atom = REMU_MAX_RD_ATOMIC;
+	a->max_qp_init_rd_atom = REMU_MAX_RD_ATOMIC;
+	a->max_cq = REMU_MAX_CQ;
+	a->max_cqe = REMU_MAX_CQE;
+	a->max_srq = REMU_MAX_SRQ;
+	a->max_srq_wr = REMU_MAX_SRQ_WR;
+	a->max_srq_sge = REMU_MAX_SRQ_SGE;
+	a->max_ah = REMU_MAX_AH;
 	a->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
 	a->atomic_cap = IB_ATOMIC_NONE;
 	a->masked_atomic_cap = IB_ATOMIC_NONE;
@@ -46,6 +60,10 @@ void remu_init_attr(struct remu_dev *rdev)
 	ibdev->phys_port_cnt = 1;
 	ibdev->num_comp_vectors = 1;
 	ibdev->node_guid = a->sys_image_guid;
+	/* user post_send is the doorbell; user req_notify arms the CQ */
+	ibdev->uverbs_cmd_mask |= BIT_ULL(IB_USER_VERBS_CMD_POST_SEND) |
+				  BIT_ULL(IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+	remu_dev_queues_init(rdev);
 }
 
 static int remu_query_device(struct ib_device *ibdev,
@@ -224,21 +242,47 @@ const struct ib_device_ops remu_dev_ops = {
 	.alloc_mr = remu_alloc_mr,
 	.alloc_pd = remu_alloc_pd,
 	.alloc_ucontext = remu_alloc_ucontext,
+	.create_ah = remu_create_ah,
+	.create_cq = remu_create_cq,
+	.create_qp = remu_create_qp,
+	.create_srq = remu_create_srq,
+	.create_user_ah = remu_create_ah,
 	.dealloc_driver = remu_dealloc_driver,
 	.dealloc_pd = remu_dealloc_pd,
 	.dealloc_ucontext = remu_dealloc_ucontext,
 	.dereg_mr = remu_dereg_mr,
+	.destroy_ah = remu_destroy_ah,
+	.destroy_cq = remu_destroy_cq,
+	.destroy_qp = remu_destroy_qp,
+	.destroy_srq = remu_destroy_srq,
 	.device_group = &remu_attr_group,
 	.get_dev_fw_str = remu_get_dev_fw_str,
 	.get_dma_mr = remu_get_dma_mr,
 	.get_link_layer = remu_get_link_layer,
 	.get_port_immutable = remu_get_port_immutable,
 	.map_mr_sg = remu_map_mr_sg,
+	.mmap = remu_mmap,
+	.mmap_free = remu_mmap_free,
+	.modify_qp = remu_modify_qp,
+	.modify_srq = remu_modify_srq,
+	.poll_cq = remu_poll_cq,
+	.post_recv = remu_post_recv,
+	.post_send = remu_post_send,
+	.post_srq_recv = remu_post_srq_recv,
+	.query_ah = remu_query_ah,
 	.query_device = remu_query_device,
 	.query_pkey = remu_query_pkey,
 	.query_port = remu_query_port,
+	.query_qp = remu_query_qp,
+	.query_srq = remu_query_srq,
 	.reg_user_mr = remu_reg_user_mr,
+	.req_notify_cq = remu_req_notify_cq,
+	.resize_cq = remu_resize_cq,
 
+	INIT_RDMA_OBJ_SIZE(ib_ah, remu_ah, ib_ah),
+	INIT_RDMA_OBJ_SIZE(ib_cq, remu_cq, ib_cq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, remu_pd, ib_pd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, remu_qp, ib_qp),
+	INIT_RDMA_OBJ_SIZE(ib_srq, remu_srq, ib_srq),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, remu_ucontext, ib_uc),
 };

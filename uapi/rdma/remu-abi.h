@@ -30,4 +30,168 @@ struct remu_alloc_ucontext_resp {
 	__aligned_u64 reserved;	/* 0 */
 };
 
+/*
+ * Rings shared between the kernel and the provider.
+ *
+ * A ring is one mmap()ed buffer: a struct remu_ring_hdr, then
+ * num_slots (a power of two) slots of slot_size bytes each, starting at
+ * REMU_RING_HDR_SIZE.  prod and cons are free-running 32-bit counters;
+ * slot i lives at (i & (num_slots - 1)).  The ring is empty when
+ * prod == cons and full when prod - cons == num_slots.  Each index has
+ * exactly one writer: the producer writes prod (after the slot, with
+ * release order), the consumer writes cons (after it is done with the
+ * slot, with release order); each side reads the other's index with
+ * acquire order.  The two live on separate cache lines.
+ *
+ *   ring          producer          consumer
+ *   CQ            kernel            provider (poll_cq)
+ *   SQ, RQ, SRQ   provider (post)   kernel
+ *
+ * The kernel keeps its own copy of the geometry and of its own index and
+ * never trusts the header for them.
+ */
+#define REMU_RING_HDR_SIZE 128
+
+struct remu_ring_hdr {
+	__u32 prod;
+	__u32 reserved0[15];
+	__u32 cons;
+	__u32 reserved1[15];
+};
+
+/* Where a ring is, in a create/resize response: mmap(cmd_fd, offset). */
+struct remu_ring_info {
+	__aligned_u64 mmap_offset;
+	__aligned_u64 mmap_size;	/* bytes, a multiple of the page size */
+	__u32 num_slots;		/* power of two */
+	__u32 slot_size;		/* bytes */
+};
+
+/* Scatter/gather element, in send and receive WQEs. */
+struct remu_sge {
+	__aligned_u64 addr;
+	__u32 length;
+	__u32 lkey;
+};
+
+/* remu_send_wqe.flags: the values of IB_SEND_* and IBV_SEND_* */
+enum {
+	REMU_WQE_FENCE = 1 << 0,
+	REMU_WQE_SIGNALED = 1 << 1,
+	REMU_WQE_SOLICITED = 1 << 2,
+	REMU_WQE_INLINE = 1 << 3,
+};
+
+/*
+ * A send WQE: a fixed part, then either num_sge SGEs or inline_len bytes
+ * of inline data (REMU_WQE_INLINE).  opcode is an enum ib_uverbs_wr_opcode
+ * (IB_UVERBS_WR_SEND, ...).  A slot holds one WQE; the slot size is fixed
+ * per QP by the kernel (see remu_create_qp_resp).
+ */
+struct remu_send_wqe {
+	__aligned_u64 wr_id;
+	__u32 opcode;
+	__u32 flags;		/* REMU_WQE_* */
+	__u32 ex_data;		/* immediate data (big endian) or the rkey to invalidate */
+	__u32 num_sge;
+	__u32 inline_len;
+	__u32 reserved0;
+	__aligned_u64 remote_addr;	/* RDMA and atomics */
+	__u32 rkey;
+	__u32 reserved1;
+	__aligned_u64 compare_add;	/* atomics */
+	__aligned_u64 swap;
+	__u32 ah_num;		/* UD: remu_create_ah_resp.ah_num */
+	__u32 remote_qpn;	/* UD */
+	__u32 remote_qkey;	/* UD */
+	__u32 reserved2;
+	/* followed by struct remu_sge[num_sge] or inline data */
+};
+
+/* A receive WQE (RQ and SRQ rings): a fixed part and num_sge SGEs. */
+struct remu_recv_wqe {
+	__aligned_u64 wr_id;
+	__u32 num_sge;
+	__u32 reserved;
+	/* followed by struct remu_sge[num_sge] */
+};
+
+/* remu_cqe.flags */
+enum {
+	REMU_CQE_GRH = 1 << 0,		/* UD receive: a GRH precedes the data */
+	REMU_CQE_WITH_IMM = 1 << 1,	/* ex_data is immediate data */
+	REMU_CQE_WITH_INV = 1 << 2,	/* ex_data is the invalidated rkey */
+	REMU_CQE_IP_CSUM_OK = 1 << 3,
+	REMU_CQE_WITH_SMAC = 1 << 4,	/* smac is valid */
+};
+
+/* remu_cqe.network_hdr_type: the network header of a UD receive */
+enum {
+	REMU_NET_NONE = 0,
+	REMU_NET_IPV4 = 1,
+	REMU_NET_IPV6 = 2,
+};
+
+/*
+ * A completion.  status is an enum ib_wc_status value (the same numbers
+ * as enum ibv_wc_status), opcode an enum ib_wc_opcode value (the same
+ * numbers as enum ibv_wc_opcode: IB_UVERBS_WC_* plus 128 for RECV and 129
+ * for RECV_RDMA_WITH_IMM).
+ */
+struct remu_cqe {
+	__aligned_u64 wr_id;
+	__u32 status;
+	__u32 opcode;
+	__u32 vendor_err;
+	__u32 byte_len;
+	__u32 ex_data;		/* immediate data (big endian) or invalidated rkey */
+	__u32 qp_num;		/* the local QP */
+	__u32 src_qp;		/* UD: the sender's QP */
+	__u32 flags;		/* REMU_CQE_* */
+	__u16 pkey_index;
+	__u16 slid;		/* 0 on RoCE */
+	__u8 sl;
+	__u8 dlid_path_bits;
+	__u8 network_hdr_type;	/* REMU_NET_* */
+	__u8 reserved0;
+	__u8 smac[6];
+	__u16 vlan_id;
+	__u32 reserved1[2];
+};
+
+/* Response to ibv_create_cq() and ibv_resize_cq(): the (new) CQ ring. */
+struct remu_create_cq_resp {
+	struct remu_ring_info ring;
+};
+
+struct remu_resize_cq_resp {
+	struct remu_ring_info ring;
+};
+
+/*
+ * Response to ibv_create_qp(): the SQ ring and, without an SRQ, the RQ
+ * ring (all zero with an SRQ), the QP number and the inline size.
+ */
+struct remu_create_qp_resp {
+	struct remu_ring_info sq;
+	struct remu_ring_info rq;
+	__u32 qpn;
+	__u32 max_inline;
+	__u32 max_send_sge;
+	__u32 max_recv_sge;
+};
+
+/* Response to ibv_create_srq(). */
+struct remu_create_srq_resp {
+	struct remu_ring_info ring;
+	__u32 max_sge;
+	__u32 reserved;
+};
+
+/* Response to ibv_create_ah(): the handle UD send WQEs carry. */
+struct remu_create_ah_resp {
+	__u32 ah_num;
+	__u32 reserved;
+};
+
 #endif /* REMU_ABI_USER_H */

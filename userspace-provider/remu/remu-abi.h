@@ -17,5 +17,15 @@
 
 DECLARE_DRV_CMD(remu_cmd_alloc_context, IB_USER_VERBS_CMD_GET_CONTEXT,
 		empty, remu_alloc_ucontext_resp);
+DECLARE_DRV_CMD(remu_cmd_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
+		empty, remu_create_cq_resp);
+DECLARE_DRV_CMD(remu_cmd_resize_cq, IB_USER_VERBS_CMD_RESIZE_CQ,
+		empty, remu_resize_cq_resp);
+DECLARE_DRV_CMD(remu_cmd_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
+		empty, remu_create_qp_resp);
+DECLARE_DRV_CMD(remu_cmd_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
+		empty, remu_create_srq_resp);
+DECLARE_DRV_CMD(remu_cmd_create_ah, IB_USER_VERBS_CMD_CREATE_AH,
+		empty, remu_create_ah_resp);
 
 #endif /* REMU_PROVIDER_ABI_H */

@@ -2,9 +2,11 @@
 /*
  * remu.c - libremu, the rdma-core provider for the remu soft RoCEv2 device.
  *
- * Covers recognising a remu device, opening a user context, querying the
- * device and its port, protection domains, and memory regions (mr.c).  Every verb not in remu_ctx_ops is left to libibverbs, which
- * answers EOPNOTSUPP.
+ * This file: recognising a remu device, opening a user context, querying
+ * the device and its port, and protection domains.  Memory regions are in
+ * mr.c; CQs, QPs, SRQs and AHs, with the ring fast path, in queues.c.
+ * Every verb not in remu_ctx_ops is left to libibverbs, which answers
+ * EOPNOTSUPP.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -88,12 +90,30 @@ static void remu_free_context(struct ibv_context *ibctx)
 
 static const struct verbs_context_ops remu_ctx_ops = {
 	.alloc_pd = remu_alloc_pd,
+	.create_ah = remu_create_ah,
+	.create_cq = remu_create_cq,
+	.create_qp = remu_create_qp,
+	.create_srq = remu_create_srq,
 	.dealloc_pd = remu_dealloc_pd,
 	.dereg_mr = remu_dereg_mr,
+	.destroy_ah = remu_destroy_ah,
+	.destroy_cq = remu_destroy_cq,
+	.destroy_qp = remu_destroy_qp,
+	.destroy_srq = remu_destroy_srq,
 	.free_context = remu_free_context,
+	.modify_qp = remu_modify_qp,
+	.modify_srq = remu_modify_srq,
+	.poll_cq = remu_poll_cq,
+	.post_recv = remu_post_recv,
+	.post_send = remu_post_send,
+	.post_srq_recv = remu_post_srq_recv,
 	.query_device_ex = remu_query_device,
 	.query_port = remu_query_port,
+	.query_qp = remu_query_qp,
+	.query_srq = remu_query_srq,
 	.reg_mr = remu_reg_mr,
+	.req_notify_cq = remu_req_notify_cq,
+	.resize_cq = remu_resize_cq,
 };
 
 static struct verbs_context *remu_alloc_context(struct ibv_device *ibdev,

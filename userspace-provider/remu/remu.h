@@ -8,7 +8,10 @@
 #ifndef REMU_H
 #define REMU_H
 
+#include <pthread.h>
 #include <infiniband/driver.h>
+
+#include "remu_ring.h"
 
 struct remu_device {
 	struct verbs_device vdev;
@@ -17,6 +20,83 @@ struct remu_device {
 struct remu_context {
 	struct verbs_context vctx;
 };
+
+/* A CQ: the provider consumes its ring in poll_cq. */
+struct remu_cq {
+	struct ibv_cq ibcq;
+	pthread_spinlock_t lock;
+	struct remu_uring ring;
+};
+
+/* A QP: the provider produces into its SQ and RQ rings. */
+struct remu_qp {
+	struct ibv_qp ibqp;
+	pthread_spinlock_t sq_lock;
+	pthread_spinlock_t rq_lock;
+	struct remu_uring sq;
+	struct remu_uring rq;		/* unmapped with an SRQ */
+	uint32_t max_inline;
+	uint32_t max_send_sge;
+	uint32_t max_recv_sge;
+};
+
+struct remu_srq {
+	struct ibv_srq ibsrq;
+	pthread_spinlock_t lock;
+	struct remu_uring ring;
+	uint32_t max_sge;
+};
+
+struct remu_ah {
+	struct ibv_ah ibah;
+	uint32_t ah_num;		/* what UD send WQEs carry */
+};
+
+static inline struct remu_cq *to_rcq(struct ibv_cq *ibcq)
+{
+	return container_of(ibcq, struct remu_cq, ibcq);
+}
+
+static inline struct remu_qp *to_rqp(struct ibv_qp *ibqp)
+{
+	return container_of(ibqp, struct remu_qp, ibqp);
+}
+
+static inline struct remu_srq *to_rsrq(struct ibv_srq *ibsrq)
+{
+	return container_of(ibsrq, struct remu_srq, ibsrq);
+}
+
+static inline struct remu_ah *to_rah(struct ibv_ah *ibah)
+{
+	return container_of(ibah, struct remu_ah, ibah);
+}
+
+/* queues.c */
+struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe,
+			      struct ibv_comp_channel *channel, int comp_vector);
+int remu_destroy_cq(struct ibv_cq *ibcq);
+int remu_resize_cq(struct ibv_cq *ibcq, int cqe);
+int remu_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
+int remu_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
+struct ibv_qp *remu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+int remu_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask);
+int remu_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
+		  struct ibv_qp_init_attr *init);
+int remu_destroy_qp(struct ibv_qp *ibqp);
+int remu_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		   struct ibv_send_wr **bad_wr);
+int remu_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		   struct ibv_recv_wr **bad_wr);
+struct ibv_srq *remu_create_srq(struct ibv_pd *pd,
+				struct ibv_srq_init_attr *attr);
+int remu_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask);
+int remu_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr);
+int remu_destroy_srq(struct ibv_srq *ibsrq);
+int remu_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+		       struct ibv_recv_wr **bad_wr);
+struct ibv_ah *remu_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr);
+int remu_destroy_ah(struct ibv_ah *ibah);
 
 static inline struct remu_device *to_rdev(struct verbs_device *vdev)
 {

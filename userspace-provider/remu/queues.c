@@ -1,0 +1,551 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * queues.c - libremu's CQs, QPs, SRQs and AHs, and the fast path.
+ *
+ * Every queue is a ring shared with the kernel (remu_ring.h): posting a
+ * receive writes the RQ/SRQ ring and makes no system call; posting sends
+ * writes the SQ ring and rings the doorbell once per ibv_post_send() (a
+ * POST_SEND command carrying no WRs); polling reads the CQ ring and makes
+ * no system call.  Control verbs go through the ibv_cmd_* commands, whose
+ * responses say where each ring is mapped.
+ *
+ * Locking: one spinlock per ring (cq->lock, qp->sq_lock, qp->rq_lock,
+ * srq->lock) serialises this process's threads on that ring's index.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "remu-abi.h"
+#include "remu.h"
+
+/* ---- CQ ---- */
+
+struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe,
+			      struct ibv_comp_channel *channel, int comp_vector)
+{
+	struct remu_cmd_create_cq_resp resp = {};
+	struct remu_cmd_create_cq cmd = {};
+	struct remu_cq *cq;
+	int ret;
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq)
+		return NULL;
+	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	ret = ibv_cmd_create_cq(ctx, cqe, channel, comp_vector, &cq->ibcq,
+				&cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
+				sizeof(resp));
+	if (ret)
+		goto err_free;
+	ret = remu_uring_map(&cq->ring, ctx->cmd_fd, &resp.ring, 0);
+	if (ret) {
+		ibv_cmd_destroy_cq(&cq->ibcq);
+		goto err_free;
+	}
+	return &cq->ibcq;
+
+err_free:
+	pthread_spin_destroy(&cq->lock);
+	free(cq);
+	errno = ret;
+	return NULL;
+}
+
+int remu_destroy_cq(struct ibv_cq *ibcq)
+{
+	struct remu_cq *cq = to_rcq(ibcq);
+	int ret;
+
+	ret = ibv_cmd_destroy_cq(ibcq);
+	if (ret)
+		return ret;
+	remu_uring_unmap(&cq->ring);
+	pthread_spin_destroy(&cq->lock);
+	free(cq);
+	return 0;
+}
+
+/*
+ * The kernel copies the pending CQEs into a new ring; switch to it under
+ * the CQ lock so no poll sees half of the change.
+ */
+int remu_resize_cq(struct ibv_cq *ibcq, int cqe)
+{
+	struct remu_cmd_resize_cq_resp resp = {};
+	struct ibv_resize_cq cmd = {};
+	struct remu_cq *cq = to_rcq(ibcq);
+	struct remu_uring nr = {};
+	int ret;
+
+	pthread_spin_lock(&cq->lock);
+	ret = ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp.ibv_resp,
+				sizeof(resp));
+	if (!ret) {
+		ret = remu_uring_map(&nr, ibcq->context->cmd_fd, &resp.ring, 0);
+		if (!ret) {
+			remu_uring_unmap(&cq->ring);
+			cq->ring = nr;
+		}
+	}
+	pthread_spin_unlock(&cq->lock);
+	return ret;
+}
+
+static void remu_cqe_to_wc(const struct remu_cqe *c, struct ibv_wc *wc)
+{
+	wc->wr_id = c->wr_id;
+	wc->status = c->status;
+	wc->opcode = c->opcode;
+	wc->vendor_err = c->vendor_err;
+	wc->byte_len = c->byte_len;
+	wc->imm_data = c->ex_data;	/* also invalidated_rkey */
+	wc->qp_num = c->qp_num;
+	wc->src_qp = c->src_qp;
+	wc->wc_flags = 0;
+	if (c->flags & REMU_CQE_GRH)
+		wc->wc_flags |= IBV_WC_GRH;
+	if (c->flags & REMU_CQE_WITH_IMM)
+		wc->wc_flags |= IBV_WC_WITH_IMM;
+	if (c->flags & REMU_CQE_WITH_INV)
+		wc->wc_flags |= IBV_WC_WITH_INV;
+	if (c->flags & REMU_CQE_IP_CSUM_OK)
+		wc->wc_flags |= IBV_WC_IP_CSUM_OK;
+	wc->pkey_index = c->pkey_index;
+	wc->slid = c->slid;
+	wc->sl = c->sl;
+	wc->dlid_path_bits = c->dlid_path_bits;
+}
+
+/* Reads the ring only: no system call. */
+int remu_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
+{
+	struct remu_cq *cq = to_rcq(ibcq);
+	struct remu_cqe *c;
+	int n = 0;
+
+	pthread_spin_lock(&cq->lock);
+	while (n < ne && (c = remu_uring_cons_slot(&cq->ring))) {
+		remu_cqe_to_wc(c, &wc[n++]);
+		remu_uring_cons_advance(&cq->ring);
+	}
+	if (n)
+		remu_uring_cons_publish(&cq->ring);
+	pthread_spin_unlock(&cq->lock);
+	return n;
+}
+
+int remu_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
+{
+	return ibv_cmd_req_notify_cq(ibcq, solicited_only);
+}
+
+/* ---- QP ---- */
+
+struct ibv_qp *remu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct remu_cmd_create_qp_resp resp = {};
+	struct remu_cmd_create_qp cmd = {};
+	int fd = pd->context->cmd_fd;
+	struct remu_qp *qp;
+	int ret;
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp)
+		return NULL;
+	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
+	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+	ret = ibv_cmd_create_qp(pd, &qp->ibqp, attr, &cmd.ibv_cmd, sizeof(cmd),
+				&resp.ibv_resp, sizeof(resp));
+	if (ret)
+		goto err_free;
+	ret = remu_uring_map(&qp->sq, fd, &resp.sq, 1);
+	if (ret)
+		goto err_destroy;
+	if (!attr->srq) {
+		ret = remu_uring_map(&qp->rq, fd, &resp.rq, 1);
+		if (ret)
+			goto err_unmap;
+	}
+	qp->max_inline = resp.max_inline;
+	qp->max_send_sge = resp.max_send_sge;
+	qp->max_recv_sge = resp.max_recv_sge;
+	return &qp->ibqp;
+
+err_unmap:
+	remu_uring_unmap(&qp->sq);
+err_destroy:
+	ibv_cmd_destroy_qp(&qp->ibqp);
+err_free:
+	pthread_spin_destroy(&qp->sq_lock);
+	pthread_spin_destroy(&qp->rq_lock);
+	free(qp);
+	errno = ret;
+	return NULL;
+}
+
+/* libibverbs records the new state in ibqp->state; posting checks it. */
+int remu_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+{
+	struct ibv_modify_qp cmd = {};
+
+	return ibv_cmd_modify_qp(ibqp, attr, mask, &cmd, sizeof(cmd));
+}
+
+int remu_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
+		  struct ibv_qp_init_attr *init)
+{
+	struct ibv_query_qp cmd = {};
+
+	return ibv_cmd_query_qp(ibqp, attr, mask, init, &cmd, sizeof(cmd));
+}
+
+int remu_destroy_qp(struct ibv_qp *ibqp)
+{
+	struct remu_qp *qp = to_rqp(ibqp);
+	int ret;
+
+	ret = ibv_cmd_destroy_qp(ibqp);
+	if (ret)
+		return ret;
+	remu_uring_unmap(&qp->sq);
+	remu_uring_unmap(&qp->rq);
+	pthread_spin_destroy(&qp->sq_lock);
+	pthread_spin_destroy(&qp->rq_lock);
+	free(qp);
+	return 0;
+}
+
+/* The doorbell: a POST_SEND command with no WRs. */
+static int remu_doorbell(struct ibv_qp *ibqp)
+{
+	struct ib_uverbs_post_send_resp resp;
+	struct ibv_post_send cmd = {};
+
+	cmd.hdr.command = IB_USER_VERBS_CMD_POST_SEND;
+	cmd.hdr.in_words = sizeof(cmd) / 4;
+	cmd.hdr.out_words = sizeof(resp) / 4;
+	cmd.response = (uintptr_t)&resp;
+	cmd.qp_handle = ibqp->handle;
+	cmd.wr_count = 0;
+	cmd.sge_count = 0;
+	cmd.wqe_size = sizeof(struct ib_uverbs_send_wr);
+	if (write(ibqp->context->cmd_fd, &cmd, sizeof(cmd)) != sizeof(cmd))
+		return errno;
+	return 0;
+}
+
+static int remu_opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		return 1;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_LOCAL_INV:
+		return type != IBV_QPT_UD;
+	case IBV_WR_RDMA_READ:
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+	case IBV_WR_SEND_WITH_INV:
+		return type == IBV_QPT_RC;
+	default:
+		return 0;
+	}
+}
+
+/* Validate @wr and write it into the slot @w; 0 or an errno. */
+static int remu_build_send_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
+			       struct remu_send_wqe *w)
+{
+	struct remu_sge *sge = (struct remu_sge *)(w + 1);
+	uint8_t *inl = (uint8_t *)(w + 1);
+	uint32_t len = 0;
+	int i;
+
+	if (!remu_opcode_ok(qp->ibqp.qp_type, wr->opcode))
+		return EINVAL;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_send_sge)
+		return EINVAL;
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		for (i = 0; i < wr->num_sge; i++)
+			len += wr->sg_list[i].length;
+		if (len > qp->max_inline)
+			return EINVAL;
+	}
+	if (qp->ibqp.qp_type == IBV_QPT_UD &&
+	    (!wr->wr.ud.ah || wr->wr.ud.ah->pd != qp->ibqp.pd))
+		return EINVAL;
+
+	memset(w, 0, sizeof(*w));
+	w->wr_id = wr->wr_id;
+	w->opcode = wr->opcode;
+	w->flags = wr->send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED |
+				     IBV_SEND_SOLICITED | IBV_SEND_INLINE);
+	if (wr->opcode == IBV_WR_SEND_WITH_IMM ||
+	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+		w->ex_data = wr->imm_data;
+	else if (wr->opcode == IBV_WR_SEND_WITH_INV ||
+		 wr->opcode == IBV_WR_LOCAL_INV)
+		w->ex_data = wr->invalidate_rkey;
+
+	switch (wr->opcode) {
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+	case IBV_WR_RDMA_READ:
+		w->remote_addr = wr->wr.rdma.remote_addr;
+		w->rkey = wr->wr.rdma.rkey;
+		break;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		w->remote_addr = wr->wr.atomic.remote_addr;
+		w->rkey = wr->wr.atomic.rkey;
+		w->compare_add = wr->wr.atomic.compare_add;
+		w->swap = wr->wr.atomic.swap;
+		break;
+	default:
+		break;
+	}
+	if (qp->ibqp.qp_type == IBV_QPT_UD) {
+		w->ah_num = to_rah(wr->wr.ud.ah)->ah_num;
+		w->remote_qpn = wr->wr.ud.remote_qpn;
+		w->remote_qkey = wr->wr.ud.remote_qkey;
+	}
+
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		for (i = 0; i < wr->num_sge; i++) {
+			memcpy(inl, (void *)(uintptr_t)wr->sg_list[i].addr,
+			       wr->sg_list[i].length);
+			inl += wr->sg_list[i].length;
+		}
+		w->inline_len = len;
+	} else {
+		for (i = 0; i < wr->num_sge; i++) {
+			sge[i].addr = wr->sg_list[i].addr;
+			sge[i].length = wr->sg_list[i].length;
+			sge[i].lkey = wr->sg_list[i].lkey;
+		}
+		w->num_sge = wr->num_sge;
+	}
+	return 0;
+}
+
+/* Writes the SQ ring, then one doorbell for the whole list. */
+int remu_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		   struct ibv_send_wr **bad_wr)
+{
+	struct remu_qp *qp = to_rqp(ibqp);
+	int ret = 0, posted = 0, db;
+	void *slot;
+
+	switch (ibqp->state) {
+	case IBV_QPS_RESET:
+	case IBV_QPS_INIT:
+	case IBV_QPS_RTR:
+		*bad_wr = wr;
+		return EINVAL;
+	default:
+		break;
+	}
+
+	pthread_spin_lock(&qp->sq_lock);
+	for (; wr; wr = wr->next) {
+		slot = remu_uring_prod_slot(&qp->sq);
+		if (!slot) {
+			ret = ENOMEM;
+			break;
+		}
+		ret = remu_build_send_wqe(qp, wr, slot);
+		if (ret)
+			break;
+		remu_uring_prod_advance(&qp->sq);
+		posted++;
+	}
+	if (posted)
+		remu_uring_prod_publish(&qp->sq);
+	pthread_spin_unlock(&qp->sq_lock);
+
+	if (ret)
+		*bad_wr = wr;
+	if (posted) {
+		db = remu_doorbell(ibqp);
+		if (!ret)
+			ret = db;
+	}
+	return ret;
+}
+
+/* One receive WQE into @r; 0 or an errno.  Caller holds the ring's lock. */
+static int remu_put_recv_wqe(struct remu_uring *r, uint32_t max_sge,
+			     struct ibv_recv_wr *wr)
+{
+	struct remu_recv_wqe *w;
+	struct remu_sge *sge;
+	int i;
+
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge)
+		return EINVAL;
+	w = remu_uring_prod_slot(r);
+	if (!w)
+		return ENOMEM;
+	w->wr_id = wr->wr_id;
+	w->num_sge = wr->num_sge;
+	w->reserved = 0;
+	sge = (struct remu_sge *)(w + 1);
+	for (i = 0; i < wr->num_sge; i++) {
+		sge[i].addr = wr->sg_list[i].addr;
+		sge[i].length = wr->sg_list[i].length;
+		sge[i].lkey = wr->sg_list[i].lkey;
+	}
+	remu_uring_prod_advance(r);
+	return 0;
+}
+
+/*
+ * Writes the RQ ring only.  In ERR the WQEs must be flushed, which needs
+ * the kernel: then (and only then) the doorbell is rung.
+ */
+int remu_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
+		   struct ibv_recv_wr **bad_wr)
+{
+	struct remu_qp *qp = to_rqp(ibqp);
+	int ret = 0, posted = 0;
+
+	if (ibqp->srq || ibqp->state == IBV_QPS_RESET) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+	pthread_spin_lock(&qp->rq_lock);
+	for (; wr; wr = wr->next) {
+		ret = remu_put_recv_wqe(&qp->rq, qp->max_recv_sge, wr);
+		if (ret)
+			break;
+		posted++;
+	}
+	if (posted)
+		remu_uring_prod_publish(&qp->rq);
+	pthread_spin_unlock(&qp->rq_lock);
+	if (ret)
+		*bad_wr = wr;
+	if (posted && ibqp->state == IBV_QPS_ERR && !ret)
+		ret = remu_doorbell(ibqp);
+	return ret;
+}
+
+/* ---- SRQ ---- */
+
+struct ibv_srq *remu_create_srq(struct ibv_pd *pd,
+				struct ibv_srq_init_attr *attr)
+{
+	struct remu_cmd_create_srq_resp resp = {};
+	struct remu_cmd_create_srq cmd = {};
+	struct remu_srq *srq;
+	int ret;
+
+	srq = calloc(1, sizeof(*srq));
+	if (!srq)
+		return NULL;
+	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
+	ret = ibv_cmd_create_srq(pd, &srq->ibsrq, attr, &cmd.ibv_cmd,
+				 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (ret)
+		goto err_free;
+	ret = remu_uring_map(&srq->ring, pd->context->cmd_fd, &resp.ring, 1);
+	if (ret) {
+		ibv_cmd_destroy_srq(&srq->ibsrq);
+		goto err_free;
+	}
+	srq->max_sge = resp.max_sge;
+	return &srq->ibsrq;
+
+err_free:
+	pthread_spin_destroy(&srq->lock);
+	free(srq);
+	errno = ret;
+	return NULL;
+}
+
+int remu_modify_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr, int mask)
+{
+	struct ibv_modify_srq cmd = {};
+
+	return ibv_cmd_modify_srq(ibsrq, attr, mask, &cmd, sizeof(cmd));
+}
+
+int remu_query_srq(struct ibv_srq *ibsrq, struct ibv_srq_attr *attr)
+{
+	struct ibv_query_srq cmd = {};
+
+	return ibv_cmd_query_srq(ibsrq, attr, &cmd, sizeof(cmd));
+}
+
+int remu_destroy_srq(struct ibv_srq *ibsrq)
+{
+	struct remu_srq *srq = to_rsrq(ibsrq);
+	int ret;
+
+	ret = ibv_cmd_destroy_srq(ibsrq);
+	if (ret)
+		return ret;
+	remu_uring_unmap(&srq->ring);
+	pthread_spin_destroy(&srq->lock);
+	free(srq);
+	return 0;
+}
+
+/* Writes the SRQ ring only: no system call. */
+int remu_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
+		       struct ibv_recv_wr **bad_wr)
+{
+	struct remu_srq *srq = to_rsrq(ibsrq);
+	int ret = 0, posted = 0;
+
+	pthread_spin_lock(&srq->lock);
+	for (; wr; wr = wr->next) {
+		ret = remu_put_recv_wqe(&srq->ring, srq->max_sge, wr);
+		if (ret)
+			break;
+		posted++;
+	}
+	if (posted)
+		remu_uring_prod_publish(&srq->ring);
+	pthread_spin_unlock(&srq->lock);
+	if (ret)
+		*bad_wr = wr;
+	return ret;
+}
+
+/* ---- AH ---- */
+
+struct ibv_ah *remu_create_ah(struct ibv_pd *pd, struct ibv_ah_attr *attr)
+{
+	struct remu_cmd_create_ah_resp resp = {};
+	struct remu_ah *ah;
+	int ret;
+
+	ah = calloc(1, sizeof(*ah));
+	if (!ah)
+		return NULL;
+	ret = ibv_cmd_create_ah(pd, &ah->ibah, attr, &resp.ibv_resp,
+				sizeof(resp));
+	if (ret) {
+		free(ah);
+		errno = ret;
+		return NULL;
+	}
+	ah->ah_num = resp.ah_num;
+	return &ah->ibah;
+}
+
+int remu_destroy_ah(struct ibv_ah *ibah)
+{
+	int ret;
+
+	ret = ibv_cmd_destroy_ah(ibah);
+	if (ret)
+		return ret;
+	free(to_rah(ibah));
+	return 0;
+}
