@@ -21,6 +21,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "remu_param.h"
+#include "remu_counters.h"
 
 /**
  * struct remu_dev - one emulated NIC, created by `rdma link add`
@@ -30,6 +31,9 @@
  *		tracked reference from newlink to dealloc_driver
  * @ndev_tracker: tracker of that reference
  * @list:	entry in remu_dev_list, under remu_dev_lock
+ * @ns:		the wire layer's state for the netdev's namespace (remu_net.c)
+ * @ns_node:	entry in that state's device list (RCU, read on receive)
+ * @counters:	the port's hw counters (remu_counters.c), see remu_count()
  */
 struct remu_dev {
 	struct ib_device ib_dev;
@@ -37,7 +41,15 @@ struct remu_dev {
 	struct net_device *ndev;
 	netdevice_tracker ndev_tracker;
 	struct list_head list;
+	struct remu_ns *ns;
+	struct list_head ns_node;
+	atomic64_t counters[REMU_CNT_COUNT];
 };
+
+static inline void remu_count(struct remu_dev *rdev, enum remu_counter c)
+{
+	atomic64_inc(&rdev->counters[c]);
+}
 
 /** struct remu_ucontext - one process's open device context */
 struct remu_ucontext {
@@ -75,6 +87,7 @@ enum remu_obj_type {
 };
 
 /* remu_obj.c */
+extern struct dentry *remu_debugfs_root;
 void remu_obj_get(enum remu_obj_type type);
 void remu_obj_put(enum remu_obj_type type);
 int remu_obj_init(void);
@@ -84,6 +97,12 @@ bool remu_obj_exit(void);
 extern const struct ib_device_ops remu_dev_ops;
 void remu_init_attr(struct remu_dev *rdev);
 enum ib_port_state remu_port_state(struct net_device *ndev);
+
+/* remu_counters.c */
+struct rdma_hw_stats *remu_alloc_hw_port_stats(struct ib_device *ibdev,
+					       u32 port);
+int remu_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats,
+		      u32 port, int index);
 
 /* remu_main.c */
 void remu_dealloc_driver(struct ib_device *ibdev);
