@@ -6,7 +6,9 @@
  * ("crc32") through the crypto API at module load, so the fastest
  * implementation the CPU allows binds (crc32-pclmul on x86 with PCLMULQDQ,
  * crc32-generic otherwise); the driver's name is logged at load and shown
- * in debugfs (remu/icrc_driver).
+ * in debugfs (remu/icrc_driver).  The crypto API's "crc32" starts from a
+ * seed of 0 and does not invert its result (it is crc32_le()); the seed of
+ * all 1s the ICRC needs is set once as the transform's key.
  *
  * What the ICRC covers (IBA annex A17, RoCEv2), in order:
  *   8 bytes of 1s             stand-in for the masked LRH of native IB
@@ -49,12 +51,20 @@ static struct crypto_shash *remu_crc32;
  */
 int remu_icrc_init(void)
 {
+	__le32 seed = cpu_to_le32(~0u);
+	int err;
+
 	remu_crc32 = crypto_alloc_shash("crc32", 0, 0);
 	if (IS_ERR(remu_crc32)) {
-		int err = PTR_ERR(remu_crc32);
-
+		err = PTR_ERR(remu_crc32);
 		remu_crc32 = NULL;
 		pr_err("no crc32 in the crypto API: %d\n", err);
+		return err;
+	}
+	err = crypto_shash_setkey(remu_crc32, (const u8 *)&seed, sizeof(seed));
+	if (err) {
+		pr_err("cannot seed crc32 (%s): %d\n", remu_icrc_driver(), err);
+		remu_icrc_exit();
 		return err;
 	}
 	pr_info("ICRC computed by %s\n", remu_icrc_driver());
@@ -144,10 +154,16 @@ u32 remu_icrc(struct sk_buff *skb, const struct remu_bth *bth)
 	from = (const u8 *)(bth + 1) - skb->data;
 	to = skb->len - REMU_ICRC_LEN;
 	if (from < to) {
+		/* skb_seq_read() hands out whole blocks, which may run past @to */
 		skb_prepare_seq_read(skb, from, to, &st);
 		while ((len = skb_seq_read(consumed, &data, &st)) != 0) {
+			len = min(len, to - from - consumed);
 			crypto_shash_update(desc, data, len);
 			consumed += len;
+			if (from + consumed == to) {
+				skb_abort_seq_read(&st);
+				break;
+			}
 		}
 	}
 	crypto_shash_final(desc, out);

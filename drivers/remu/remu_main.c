@@ -100,11 +100,12 @@ static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
 	list_add_tail(&rdev->list, &remu_dev_list);
 	mutex_unlock(&remu_dev_lock);
 
+	remu_init_attr(rdev);
+	ib_set_device_ops(&rdev->ib_dev, &remu_dev_ops);
+	/* from here on, ib_dealloc_device() undoes all through dealloc_driver */
 	err = remu_net_dev_add(rdev);	/* UDP 4791 in the netdev's netns */
 	if (err)
 		goto err_dealloc;
-	remu_init_attr(rdev);
-	ib_set_device_ops(&rdev->ib_dev, &remu_dev_ops);
 	err = ib_device_set_netdev(&rdev->ib_dev, ndev, 1);
 	if (err)
 		goto err_dealloc;
