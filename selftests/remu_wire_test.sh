@@ -16,6 +16,10 @@ py=("python3" "$here/remu_wire.py")
 
 ktap_header 32
 
+# earlier tests may have taken v0/v1 down and up, which drops their IPv6
+# addresses: restore the standard topology (idempotent)
+"$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
+
 # counters of remu1, as "name value" lines
 stats() { rdma statistic show link remu1/1 | tr -s ' ' '\n' | tail -n +3 | paste -d' ' - -; }
 cnt() { stats | awk -v n="$1" '$1 == n { print $2 }'; }
@@ -67,7 +71,7 @@ send_case() {
 	[ -n "$netns" ] && ex=(ip netns exec "$netns")
 	before=$(mktemp)
 	stats > "$before"
-	"${ex[@]}" "${py[@]}" send "$c" "$src" "$dst" || { rm -f "$before"; return 1; }
+	timeout 30 "${ex[@]}" "${py[@]}" send "$c" "$src" "$dst" || { rm -f "$before"; return 1; }
 	wait_change "$before"
 	expect_delta "$before" "$@"
 	local st=$?
@@ -233,12 +237,12 @@ from_rxe() {
 	for _ in $(seq 50); do idx=$(gid_index rxe0 "$sgid") && break; sleep 0.1; done
 	[ -n "${idx:-}" ] || { echo "rxe0 has no RoCE v2 GID $sgid"; return 1; }
 	cap=$(mktemp -u)
-	ip netns exec peer "${py[@]}" capture v1 "$cap" &
+	timeout 120 ip netns exec peer "${py[@]}" capture v1 "$cap" &
 	pid=$!
 	for _ in $(seq 100); do [ -e "$cap.ready" ] && break; sleep 0.1; done
 	before=$(mktemp)
 	stats > "$before"
-	"${py[@]}" rxe-send rxe0 "$idx" "$dgid" "$kind" || st=1
+	timeout 60 "${py[@]}" rxe-send rxe0 "$idx" "$dgid" "$kind" || st=1
 	sleep 1
 	kill -TERM $pid
 	wait $pid

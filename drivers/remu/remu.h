@@ -7,6 +7,8 @@
  *   rtnl_lock (netdev notifier) -> remu_dev_lock (the device list)
  * remu_dev_lock is never held across ib_register_device() or any call back
  * into the RDMA core that may sleep on a device's unregistration.
+ * remu_ns_lock (remu_net.c, the per-namespace sockets) is never held
+ * together with remu_dev_lock.
  */
 #ifndef REMU_H
 #define REMU_H
