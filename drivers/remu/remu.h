@@ -7,6 +7,8 @@
  *   rtnl_lock (netdev notifier) -> remu_dev_lock (the device list)
  * remu_dev_lock is never held across ib_register_device() or any call back
  * into the RDMA core that may sleep on a device's unregistration.
+ * remu_ns_lock (remu_net.c, the per-namespace sockets) is never held
+ * together with remu_dev_lock.
  */
 #ifndef REMU_H
 #define REMU_H
@@ -23,6 +25,7 @@
 #include "remu_param.h"
 #include "remu_mr.h"
 #include "remu_queue.h"
+#include "remu_counters.h"
 
 /**
  * struct remu_dev - one emulated NIC, created by `rdma link add`
@@ -34,6 +37,9 @@
  * @list:	entry in remu_dev_list, under remu_dev_lock
  * @mrs:	memory regions: key table and access-layer state (remu_mr.h)
  * @q:		queue objects of the device (remu_queue.h)
+ * @ns:		the wire layer's state for the netdev's namespace (remu_net.c)
+ * @ns_node:	entry in that state's device list (RCU, read on receive)
+ * @counters:	the port's hw counters (remu_counters.c), see remu_count()
  */
 struct remu_dev {
 	struct ib_device ib_dev;
@@ -43,7 +49,15 @@ struct remu_dev {
 	struct list_head list;
 	struct remu_mr_table mrs;
 	struct remu_dev_queues q;
+	struct remu_ns *ns;
+	struct list_head ns_node;
+	atomic64_t counters[REMU_CNT_COUNT];
 };
+
+static inline void remu_count(struct remu_dev *rdev, enum remu_counter c)
+{
+	atomic64_inc(&rdev->counters[c]);
+}
 
 /** struct remu_ucontext - one process's open device context */
 struct remu_ucontext {
@@ -87,6 +101,7 @@ enum remu_obj_type {
 };
 
 /* remu_obj.c */
+extern struct dentry *remu_debugfs_root;
 void remu_obj_get(enum remu_obj_type type);
 void remu_obj_put(enum remu_obj_type type);
 int remu_obj_init(void);
@@ -99,6 +114,11 @@ enum ib_port_state remu_port_state(struct net_device *ndev);
 
 /* remu_qp.c */
 void remu_dev_queues_init(struct remu_dev *rdev);
+/* remu_counters.c */
+struct rdma_hw_stats *remu_alloc_hw_port_stats(struct ib_device *ibdev,
+					       u32 port);
+int remu_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats,
+		      u32 port, int index);
 
 /* remu_main.c */
 void remu_dealloc_driver(struct ib_device *ibdev);

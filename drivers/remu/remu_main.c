@@ -21,6 +21,7 @@
 #include <rdma/remu-abi.h>
 
 #include "remu.h"
+#include "remu_net.h"
 
 static LIST_HEAD(remu_dev_list);
 static DEFINE_MUTEX(remu_dev_lock);	/* protects remu_dev_list */
@@ -54,7 +55,8 @@ static bool remu_name_ok(const char *name)
  * Context: process context, may sleep; called without rtnl_lock.
  * Return: 0 or a negative errno: -EINVAL for a non-Ethernet netdev or a
  * name another provider would claim, -EEXIST when @ndev already carries a
- * remu device or the name is taken, -ENOMEM, or the core's error.
+ * remu device or the name is taken, -EADDRINUSE when UDP port 4791 is
+ * taken in @ndev's network namespace, -ENOMEM, or the core's error.
  */
 static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
 {
@@ -101,6 +103,10 @@ static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
 	remu_init_attr(rdev);
 	remu_mr_dev_init(rdev);
 	ib_set_device_ops(&rdev->ib_dev, &remu_dev_ops);
+	/* from here on, ib_dealloc_device() undoes all through dealloc_driver */
+	err = remu_net_dev_add(rdev);	/* UDP 4791 in the netdev's netns */
+	if (err)
+		goto err_dealloc;
 	err = ib_device_set_netdev(&rdev->ib_dev, ndev, 1);
 	if (err)
 		goto err_dealloc;
@@ -137,6 +143,7 @@ void remu_dealloc_driver(struct ib_device *ibdev)
 	mutex_lock(&remu_dev_lock);
 	list_del(&rdev->list);
 	mutex_unlock(&remu_dev_lock);
+	remu_net_dev_del(rdev);
 	netdev_put(rdev->ndev, &rdev->ndev_tracker);
 	remu_mr_dev_fini(rdev);
 	remu_obj_put(REMU_OBJ_DEV);
@@ -223,20 +230,26 @@ static int __init remu_init(void)
 
 	remu_obj_init();
 	err = remu_queues_init();
-	if (err) {
-		remu_obj_exit();
-		return err;
-	}
+	if (err)
+		goto err_obj;
+	err = remu_net_init();
+	if (err)
+		goto err_queues;
 	err = register_netdevice_notifier(&remu_netdev_notifier);
-	if (err) {
-		remu_queues_exit();
-		remu_obj_exit();
-		return err;
-	}
+	if (err)
+		goto err_net;
 	rdma_link_register(&remu_link_ops);
 	pr_info("loaded, version %s, uverbs ABI %d\n", REMU_VERSION_STR,
 		REMU_ABI_VERSION);
 	return 0;
+
+err_net:
+	remu_net_exit();
+err_queues:
+	remu_queues_exit();
+err_obj:
+	remu_obj_exit();
+	return err;
 }
 
 static void __exit remu_exit(void)
@@ -244,6 +257,7 @@ static void __exit remu_exit(void)
 	rdma_link_unregister(&remu_link_ops);
 	remu_remove_all();
 	unregister_netdevice_notifier(&remu_netdev_notifier);
+	remu_net_exit();
 	remu_queues_exit();
 	if (remu_obj_exit())
 		pr_info("unloaded\n");

@@ -80,6 +80,7 @@
 #include <linux/spinlock.h>
 #include <linux/xarray.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/remu-abi.h>
 
 struct remu_dev;
 struct remu_pd;
@@ -226,12 +227,10 @@ static inline struct remu_mr *to_remu_mr(struct ib_mr *ibmr)
 	return container_of(ibmr, struct remu_mr, ib_mr);
 }
 
-/** struct remu_sge - one scatter/gather element (layout of struct ib_sge) */
-struct remu_sge {
-	u64 addr;
-	u32 length;
-	u32 lkey;
-};
+/*
+ * struct remu_sge (uapi/rdma/remu-abi.h) is one scatter/gather element, the
+ * layout of struct ib_sge; SQ/RQ ring slots carry arrays of them.
+ */
 
 /* ---- the access layer (exported in namespace REMU_TEST for the tests) ---- */
 

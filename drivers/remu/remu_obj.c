@@ -18,7 +18,7 @@
 #include "remu.h"
 
 static atomic_t remu_obj_count[REMU_OBJ_TYPE_COUNT];
-static struct dentry *remu_debugfs_root;
+struct dentry *remu_debugfs_root;	/* remu/ in debugfs, for every file */
 
 static const char * const remu_obj_name[REMU_OBJ_TYPE_COUNT] = {
 	[REMU_OBJ_DEV] = "dev",

@@ -239,6 +239,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.driver_id = RDMA_DRIVER_UNKNOWN,
 	.uverbs_abi_ver = REMU_ABI_VERSION,
 
+	.alloc_hw_port_stats = remu_alloc_hw_port_stats,
 	.alloc_mr = remu_alloc_mr,
 	.alloc_pd = remu_alloc_pd,
 	.alloc_ucontext = remu_alloc_ucontext,
@@ -258,6 +259,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.device_group = &remu_attr_group,
 	.get_dev_fw_str = remu_get_dev_fw_str,
 	.get_dma_mr = remu_get_dma_mr,
+	.get_hw_stats = remu_get_hw_stats,
 	.get_link_layer = remu_get_link_layer,
 	.get_port_immutable = remu_get_port_immutable,
 	.map_mr_sg = remu_map_mr_sg,

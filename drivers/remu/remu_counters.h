@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * remu_counters.h - the per-port hardware counters (`rdma statistic show
+ * link DEV/1`).  The names live in one table in remu_counters.c; each
+ * counter here is counted somewhere, by the wire layer today or by the
+ * engines (requester, responder, completer) that own the event.
+ *
+ * Locking: counters are atomic64_t in struct remu_dev; any context may
+ * count.
+ */
+#ifndef REMU_COUNTERS_H
+#define REMU_COUNTERS_H
+
+enum remu_counter {
+	/* wire layer (remu_net.c), counted today */
+	REMU_CNT_SENT_PKTS,
+	REMU_CNT_RCVD_PKTS,
+	REMU_CNT_RCVD_ICRC_ERR,
+	REMU_CNT_RCVD_TOO_SHORT,
+	REMU_CNT_RCVD_IP_OPTIONS,
+	REMU_CNT_RCVD_BAD_OPCODE,
+	REMU_CNT_RCVD_BAD_VERSION,
+	REMU_CNT_RCVD_BAD_PKEY,
+	REMU_CNT_RCVD_BAD_LENGTH,
+	REMU_CNT_RCVD_NO_QP,
+	REMU_CNT_SEND_ERR,
+	/* engines; names and meaning as in rdma_rxe */
+	REMU_CNT_DUP_REQ,
+	REMU_CNT_OUT_OF_SEQ_REQ,
+	REMU_CNT_RCV_RNR,
+	REMU_CNT_SND_RNR,
+	REMU_CNT_RCV_SEQ_ERR,
+	REMU_CNT_ACK_DEFERRED,
+	REMU_CNT_RETRY_EXCEEDED,
+	REMU_CNT_RNR_RETRY_EXCEEDED,
+	REMU_CNT_COMP_RETRY,
+	REMU_CNT_RDMA_SEND,
+	REMU_CNT_RDMA_RECV,
+	REMU_CNT_COUNT
+};
+
+#endif /* REMU_COUNTERS_H */

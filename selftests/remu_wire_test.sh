@@ -1,0 +1,274 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# remu_wire_test.sh - the RoCEv2 wire layer: the ICRC driver the crypto API
+# bound, crafted valid and hostile datagrams and the counter each one must
+# move, loopback through lo, the per-namespace UDP sockets, and interop on
+# the receive path with upstream rxe (rxe0 in the initial namespace sends
+# real UD and RC packets to remu1; every one must be counted as received
+# with no ICRC error).  Runs in the test VM after scripts/remu-up; leaves
+# remu0 and remu1 as it found them.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$here/ktap.sh"
+py=("python3" "$here/remu_wire.py")
+
+ktap_header 32
+
+# earlier tests may have taken v0/v1 down and up, which drops their IPv6
+# addresses: restore the standard topology (idempotent)
+"$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
+
+# counters of remu1, as "name value" lines
+stats() { rdma statistic show link remu1/1 | tr -s ' ' '\n' | tail -n +3 | paste -d' ' - -; }
+cnt() { stats | awk -v n="$1" '$1 == n { print $2 }'; }
+present() { [ -e "/sys/class/infiniband/$1" ]; }
+wait_gone() {
+	local i
+	for i in $(seq 50); do present "$1" || return 0; sleep 0.1; done
+	echo "$1 still present"; return 1
+}
+has4791() { # NETNS-or-"" FAMILY(4|6): is UDP 4791 bound there?
+	local ex=()
+	[ -n "$1" ] && ex=(ip netns exec "$1")
+	"${ex[@]}" ss -uln -"$2" | awk '{ print $4 }' | grep -q ':4791$'
+}
+
+# expect_delta BEFORE_FILE NAME=DELTA...: every counter of remu1 moved by
+# exactly the listed deltas, all the others not at all
+expect_delta() {
+	local before=$1 after ok=0
+	shift
+	after=$(mktemp)
+	stats > "$after"
+	awk -v want="$*" '
+		BEGIN { n = split(want, w, " "); for (i = 1; i <= n; i++) {
+			split(w[i], kv, "="); d[kv[1]] = kv[2] } }
+		NR == FNR { b[$1] = $2; next }
+		{ got = $2 - b[$1]; e = ($1 in d) ? d[$1] : 0
+		  if (got != e) { printf "%s moved by %d, expected %d\n", $1, got, e; bad = 1 } }
+		END { exit bad }' "$before" "$after" || ok=1
+	rm -f "$after"
+	return $ok
+}
+
+# wait until remu1's counters differ from BEFORE_FILE (or 5 s), then settle
+wait_change() {
+	local i
+	for i in $(seq 50); do
+		stats | cmp -s - "$1" || break
+		sleep 0.1
+	done
+	sleep 0.3
+}
+
+# send_case CASE SRC DST NETNS EXPECT...: send one crafted datagram and
+# check that exactly the EXPECTed counters of remu1 moved
+send_case() {
+	local c=$1 src=$2 dst=$3 netns=$4 before ex=()
+	shift 4
+	[ -n "$netns" ] && ex=(ip netns exec "$netns")
+	before=$(mktemp)
+	stats > "$before"
+	timeout 30 "${ex[@]}" "${py[@]}" send "$c" "$src" "$dst" || { rm -f "$before"; return 1; }
+	wait_change "$before"
+	expect_delta "$before" "$@"
+	local st=$?
+	rm -f "$before"
+	return $st
+}
+
+# 1. the ICRC's CRC-32 is the accelerated driver
+icrc_driver() {
+	local d
+	awk '/^name/ { n = $3 } /^driver/ && n == "crc32" { print $3 }' /proc/crypto
+	awk '/^name/ { n = $3 } /^driver/ && n == "crc32" { print $3 }' /proc/crypto |
+		grep -qx crc32-pclmul || return 1
+	d=$(cat /sys/kernel/debug/remu/icrc_driver) || return 1
+	echo "remu: $d"
+	[ "$d" = crc32-pclmul ] && dmesg | grep -q "remu: ICRC computed by crc32-pclmul"
+}
+ktap_check "icrc: crc32-pclmul bound (/proc/crypto, debugfs, load log)" icrc_driver
+
+counters_listed() {
+	local n s
+	s=$(stats)
+	for n in sent_pkts rcvd_pkts rcvd_icrc_err rcvd_too_short rcvd_ip_options \
+		rcvd_bad_opcode rcvd_bad_version rcvd_bad_pkey rcvd_bad_length \
+		rcvd_no_qp send_err duplicate_request out_of_seq_request \
+		rcvd_rnr_err send_rnr_err rcvd_seq_err ack_deferred \
+		retry_exceeded_err retry_rnr_exceeded_err completer_retry_err \
+		rdma_sends rdma_recvs; do
+		grep -q "^$n " <<<"$s" || { echo "no counter $n"; return 1; }
+	done
+}
+ktap_check "counters: rdma statistic shows every remu1/1 counter" counters_listed
+
+sockets() {
+	has4791 peer 4 && has4791 peer 6 && has4791 "" 4 && has4791 "" 6
+}
+ktap_check "netns: UDP 4791 (IPv4 and IPv6) open in init and peer" sockets
+
+# 2. crafted packets from the initial namespace to remu1
+A=10.77.0.1 B=10.77.0.2 A6=fd77::1 B6=fd77::2
+ktap_check "rx: valid UD SEND with pad -> rcvd_pkts, rcvd_no_qp" \
+	send_case valid_ud $A $B "" rcvd_pkts=1 rcvd_no_qp=1
+ktap_check "rx: valid RC ACK -> rcvd_pkts, rcvd_no_qp" \
+	send_case valid_ack $A $B "" rcvd_pkts=1 rcvd_no_qp=1
+ktap_check "rx: valid UD SEND over IPv6 -> rcvd_pkts" \
+	send_case valid_ud $A6 $B6 "" rcvd_pkts=1 rcvd_no_qp=1
+ktap_check "rx: shorter than BTH + ICRC -> rcvd_too_short" \
+	send_case too_short $A $B "" rcvd_too_short=1
+ktap_check "rx: wrong ICRC -> rcvd_icrc_err" \
+	send_case bad_icrc $A $B "" rcvd_icrc_err=1
+ktap_check "rx: wrong ICRC over IPv6 -> rcvd_icrc_err" \
+	send_case bad_icrc $A6 $B6 "" rcvd_icrc_err=1
+ktap_check "rx: BTH TVer 1 -> rcvd_bad_version" \
+	send_case bad_version $A $B "" rcvd_bad_version=1
+ktap_check "rx: reserved opcode 0x15 -> rcvd_bad_opcode" \
+	send_case unknown_opcode $A $B "" rcvd_bad_opcode=1
+ktap_check "rx: RD opcode (unsupported) -> rcvd_bad_opcode" \
+	send_case rd_opcode $A $B "" rcvd_bad_opcode=1
+ktap_check "rx: CNP (unsupported) -> rcvd_bad_opcode" \
+	send_case cnp_opcode $A $B "" rcvd_bad_opcode=1
+ktap_check "rx: XRC opcode (unsupported) -> rcvd_bad_opcode" \
+	send_case xrc_opcode $A $B "" rcvd_bad_opcode=1
+ktap_check "rx: RDMA WRITE ONLY with truncated RETH -> rcvd_too_short" \
+	send_case truncated_reth $A $B "" rcvd_too_short=1
+ktap_check "rx: UD SEND with truncated DETH -> rcvd_too_short" \
+	send_case truncated_deth $A $B "" rcvd_too_short=1
+ktap_check "rx: pad count larger than the payload -> rcvd_bad_length" \
+	send_case huge_pad $A $B "" rcvd_bad_length=1
+ktap_check "rx: payload + pad not a multiple of 4 -> rcvd_bad_length" \
+	send_case unaligned_payload $A $B "" rcvd_bad_length=1
+ktap_check "rx: ACK carrying payload -> rcvd_bad_length" \
+	send_case ack_with_payload $A $B "" rcvd_bad_length=1
+ktap_check "rx: P_Key 0x1234 -> rcvd_bad_pkey" \
+	send_case bad_pkey $A $B "" rcvd_bad_pkey=1
+ktap_check "rx: IPv4 options -> rcvd_ip_options" \
+	send_case ip_options $A $B "" rcvd_ip_options=1
+
+# 3. loopback: to remu1's own address from inside peer: in through lo
+ktap_check "rx: to own IPv4 address via lo -> found by address, rcvd_pkts" \
+	send_case valid_ud $B $B peer rcvd_pkts=1 rcvd_no_qp=1
+ktap_check "rx: to own IPv6 address via lo -> found by address, rcvd_pkts" \
+	send_case valid_ud $B6 $B6 peer rcvd_pkts=1 rcvd_no_qp=1
+
+no_kernel_complaint() {
+	! dmesg | grep -E "WARNING:|BUG:|Oops|general protection"
+}
+ktap_check "rx: hostile packets leave no kernel complaint" no_kernel_complaint
+
+# 4. sockets follow the devices of each namespace
+ip netns add wirens
+ip link add wa type veth peer name wb netns wirens
+ip link set wa up
+ip -n wirens link set wb up
+ip -n wirens link set lo up
+ns_socket_follows() {
+	has4791 wirens 4 && { echo "4791 open before any device"; return 1; }
+	ip netns exec wirens rdma link add remu2 type remu netdev wb || return 1
+	has4791 wirens 4 && has4791 wirens 6 || { echo "no 4791 with remu2"; return 1; }
+	ip netns exec wirens rdma link delete remu2 || return 1
+	wait_gone remu2 || return 1
+	! has4791 wirens 4 && ! has4791 wirens 6 || { echo "4791 still open"; return 1; }
+	has4791 peer 4 || { echo "peer lost its socket"; return 1; }
+}
+ktap_check "netns: 4791 open in a namespace only while it has a remu device" \
+	ns_socket_follows
+ns_dies_first() {
+	ip netns exec wirens rdma link add remu2 type remu netdev wb || return 1
+	grep -c "^netns" /sys/kernel/debug/remu/wire
+	ip netns del wirens || return 1
+	wait_gone remu2 || return 1
+	for _ in $(seq 30); do
+		[ "$(grep -c "^netns" /sys/kernel/debug/remu/wire)" = 2 ] && return 0
+		sleep 0.1
+	done
+	cat /sys/kernel/debug/remu/wire
+	return 1
+}
+ktap_check "netns: deleting a namespace that holds a remu device" ns_dies_first
+ip netns del wirens 2>/dev/null
+ip link del wa 2>/dev/null
+
+# 5. upstream rxe in the initial namespace, remu1 in peer
+rxe_in() {
+	rdma link delete remu0 || return 1
+	wait_gone remu0 || return 1
+	! has4791 "" 4 || { echo "init still has 4791 without remu0"; return 1; }
+	has4791 peer 4 || return 1
+	modprobe rdma_rxe || return 1
+	rdma link add rxe0 type rxe netdev v0 || return 1
+	has4791 "" 4
+}
+ktap_check "rxe: remu0 out, rxe0 in on v0 (init), remu1 keeps peer's 4791" rxe_in
+
+ip link add vt0 type veth peer name vt1
+ip link set vt0 up
+eaddrinuse() {
+	local out
+	if out=$(rdma link add remu7 type remu netdev vt0 2>&1); then
+		echo "remu7 created next to rxe's socket"; rdma link delete remu7; return 1
+	fi
+	echo "$out"
+	grep -qi "address already in use" <<<"$out" && ! present remu7 &&
+		dmesg | grep -q "UDP port 4791 is already in use in the network namespace of vt0"
+}
+ktap_check "rxe: remu device in init ns next to rdma_rxe fails with EADDRINUSE" eaddrinuse
+ip link del vt0
+
+# gid_index DEV GID: index of a RoCE v2 GID in DEV's table
+gid_index() {
+	local g i
+	for g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		i=${g##*/}
+		[ "$(cat "$g" 2>/dev/null)" = "$2" ] || continue
+		[ "$(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$i" 2>/dev/null)" = "RoCE v2" ] || continue
+		echo "$i"; return 0
+	done
+	return 1
+}
+# from_rxe KIND SGID DGID MINPKTS: rxe0 sends, v1 in peer captures; remu1
+# must count exactly the captured packets as received, none as bad
+from_rxe() {
+	local kind=$1 sgid=$2 dgid=$3 min=$4 idx before cap pid n ok ops st=0
+	for _ in $(seq 50); do idx=$(gid_index rxe0 "$sgid") && break; sleep 0.1; done
+	[ -n "${idx:-}" ] || { echo "rxe0 has no RoCE v2 GID $sgid"; return 1; }
+	cap=$(mktemp -u)
+	timeout 120 ip netns exec peer "${py[@]}" capture v1 "$cap" &
+	pid=$!
+	for _ in $(seq 100); do [ -e "$cap.ready" ] && break; sleep 0.1; done
+	before=$(mktemp)
+	stats > "$before"
+	timeout 60 "${py[@]}" rxe-send rxe0 "$idx" "$dgid" "$kind" || st=1
+	sleep 1
+	kill -TERM $pid
+	wait $pid
+	read -r n ok ops < "$cap" || st=1
+	rm -f "$cap" "$cap.ready"
+	echo "captured $n RoCEv2 packets on v1 (python ICRC matches $ok), opcodes $ops"
+	[ "$n" -ge "$min" ] || { echo "expected at least $min"; st=1; }
+	[ "$ok" = "$n" ] || { echo "python's ICRC disagrees with rxe's"; st=1; }
+	expect_delta "$before" rcvd_pkts="$n" rcvd_no_qp="$n" || st=1
+	rm -f "$before"
+	return $st
+}
+ktap_check "rxe interop: UD SENDs (0..1000 B, imm) over IPv4 all received, ICRC good" \
+	from_rxe ud 0000:0000:0000:0000:0000:ffff:0a4d:0001 0000:0000:0000:0000:0000:ffff:0a4d:0002 5
+ktap_check "rxe interop: UD SENDs over IPv6 all received, ICRC good" \
+	from_rxe ud fd77:0000:0000:0000:0000:0000:0000:0001 fd77:0000:0000:0000:0000:0000:0000:0002 5
+ktap_check "rxe interop: RC WRITE/SEND+imm/READ/atomic requests and retries received" \
+	from_rxe rc 0000:0000:0000:0000:0000:ffff:0a4d:0001 0000:0000:0000:0000:0000:ffff:0a4d:0002 7
+
+rxe_out() {
+	rdma link delete rxe0 || return 1
+	wait_gone rxe0 || return 1
+	modprobe -r rdma_rxe || return 1
+	rdma link add remu0 type remu netdev v0 || return 1
+	has4791 "" 4 && ibv_devinfo -d remu0 | grep -q PORT_ACTIVE
+}
+ktap_check "rxe: rxe0 out, remu0 back on v0" rxe_out
+
+ktap_finished
