@@ -793,7 +793,7 @@ TEST_F(q, ah_create)
 	ah4 = ibv_create_ah(self->pd, &aa);
 	ASSERT_NE(NULL, ah4);
 	aa.grh.sgid_index = sgid6;
-	inet_pton(AF_INET6, "fd77::2", aa.grh.dgid.raw);
+	inet_pton(AF_INET6, "fd77:9::2", aa.grh.dgid.raw);
 	ah6 = ibv_create_ah(self->pd, &aa);
 	ASSERT_NE(NULL, ah6);
 	EXPECT_EQ(self->base[3] + 2, remu_obj_count("ah"));
