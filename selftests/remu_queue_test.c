@@ -779,8 +779,12 @@ TEST_F(q, ah_create)
 	struct ibv_wc wc[2];
 	int i, sgid6 = -1;
 
-	/* an IPv6 address of our own (link tests may have flushed v0's) */
-	ASSERT_EQ(0, remu_sh("ip addr add fd77:9::1/64 dev v0 nodad"));
+	/*
+	 * IPv6 addresses of our own on both ends (link tests may have
+	 * flushed v0's); the core resolves the peer's MAC for a user AH.
+	 */
+	ASSERT_EQ(0, remu_sh("ip addr add fd77:9::1/64 dev v0 nodad && "
+			     "ip -n peer addr add fd77:9::2/64 dev v1 nodad"));
 	for (i = 0; i < 30 && sgid6 < 0; i++) {
 		sgid6 = gid_index(self->ctx, 0, &gid6);
 		if (sgid6 < 0)
@@ -793,9 +797,9 @@ TEST_F(q, ah_create)
 	ah4 = ibv_create_ah(self->pd, &aa);
 	ASSERT_NE(NULL, ah4);
 	aa.grh.sgid_index = sgid6;
-	inet_pton(AF_INET6, "fd77::2", aa.grh.dgid.raw);
+	inet_pton(AF_INET6, "fd77:9::2", aa.grh.dgid.raw);
 	ah6 = ibv_create_ah(self->pd, &aa);
-	ASSERT_NE(NULL, ah6);
+	ASSERT_NE(NULL, ah6) TH_LOG("sgid %d: %s", sgid6, strerror(errno));
 	EXPECT_EQ(self->base[3] + 2, remu_obj_count("ah"));
 	aa.grh.sgid_index = 127;
 	EXPECT_EQ(NULL, ibv_create_ah(self->pd, &aa));
@@ -816,7 +820,8 @@ TEST_F(q, ah_create)
 	EXPECT_EQ(0, ibv_destroy_qp(qp));
 	EXPECT_EQ(0, ibv_destroy_ah(ah4));
 	EXPECT_EQ(0, ibv_destroy_ah(ah6));
-	EXPECT_EQ(0, remu_sh("ip addr del fd77:9::1/64 dev v0"));
+	EXPECT_EQ(0, remu_sh("ip addr del fd77:9::1/64 dev v0 && "
+			     "ip -n peer addr del fd77:9::2/64 dev v1"));
 }
 
 /* A process that dies holding every kind of queue object leaves none. */
