@@ -10,9 +10,8 @@
  * turns into remu_post_send(qp, NULL)); kernel consumers' remu_post_send()
  * writes the same WQEs into a kernel ring.  Either way qp->send_work is
  * queued on remu_wq and runs remu_qp_send_work(): in ERR it flushes, in
- * RTS/SQD it calls remu_qp_run_send(), where the requester (issue 3)
- * plugs in.  Until the requester exists, WQEs posted in RTS wait in the
- * ring.  Receive WQEs wait in the RQ ring (or the SRQ) for the responder;
+ * RTR/RTS/SQD it runs the engines (remu_eng_run(), remu_req.c), which
+ * also process the packets remu_rcv() queued.  Receive WQEs wait in the RQ ring (or the SRQ) for the responder;
  * the receive path finds a QP by number with remu_qp_get().
  *
  * Flush: entering ERR (modify_qp, or later an engine) completes every
@@ -180,6 +179,10 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->sq.max_sge = min_t(u32, slot / sizeof(struct remu_sge), REMU_MAX_SGE);
 	qp->max_inline = min_t(u32, slot, REMU_MAX_INLINE);
 
+	err = remu_eng_init(qp);
+	if (err)
+		goto err_sq;
+
 	if (!qp->srq) {
 		qp->rq.max_sge = max(init->cap.max_recv_sge, 1u);
 		slot = sizeof(struct remu_recv_wqe) +
@@ -187,7 +190,7 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		err = remu_wq_init(&qp->rq, init->cap.max_recv_wr, slot,
 				   qp->is_user);
 		if (err)
-			goto err_sq;
+			goto err_eng;
 	}
 
 	if (uc) {
@@ -235,6 +238,8 @@ err_xa:
 	xa_erase_irq(&rdev->q.qp_xa, qpn);
 err_rq:
 	remu_queue_destroy(&qp->rq.ring);
+err_eng:
+	remu_eng_fini(qp);
 err_sq:
 	remu_queue_destroy(&qp->sq.ring);
 err_count:
@@ -251,7 +256,7 @@ int remu_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	xa_erase_irq(&rdev->q.qp_xa, ibqp->qp_num);
 	remu_qp_put(qp);
 	wait_for_completion(&qp->released);
-	cancel_work_sync(&qp->send_work);
+	remu_eng_fini(qp);
 
 	remu_queue_destroy(&qp->rq.ring);
 	remu_queue_destroy(&qp->sq.ring);
@@ -385,7 +390,7 @@ static void remu_qp_store_attr(struct remu_qp *qp, struct ib_qp_attr *a,
 		s->en_sqd_async_notify = a->en_sqd_async_notify;
 }
 
-static u32 remu_wc_opcode(u32 wr_opcode)
+u32 remu_wc_opcode(u32 wr_opcode)
 {
 	switch (wr_opcode) {
 	case IB_UVERBS_WR_RDMA_WRITE:
@@ -502,6 +507,7 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (mask & IB_QP_STATE) {
 		qp->attr.qp_state = next;
 		WRITE_ONCE(qp->state, next);
+		remu_eng_modify(qp, next);
 		switch (next) {
 		case IB_QPS_RESET:
 			remu_qp_discard(qp);
@@ -549,19 +555,23 @@ int remu_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 }
 
 /**
- * remu_qp_run_send - process the SQ of a QP in RTS or SQD
+ * remu_qp_error - an engine moves the QP to ERR (a completion error)
  * @qp: the QP
  *
- * The requester (issue 3) plugs in here: it consumes send WQEs from
- * qp->sq.ring under qp->sq.cons_lock (copying each WQE before trusting
- * it), builds packets and completes WQEs through remu_cq_post().  Until
- * it exists, WQEs posted in RTS stay in the ring (and are flushed when
- * the QP enters ERR).
- *
- * Context: the QP's send work on remu_wq; may sleep.
+ * Flushes what is left in the SQ and RQ, as modify_qp to ERR does.
+ * Context: the QP's work item; takes qp->mutex.
  */
-void remu_qp_run_send(struct remu_qp *qp)
+void remu_qp_error(struct remu_qp *qp)
 {
+	mutex_lock(&qp->mutex);
+	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET) {
+		qp->attr.qp_state = IB_QPS_ERR;
+		WRITE_ONCE(qp->state, IB_QPS_ERR);
+		remu_eng_modify(qp, IB_QPS_ERR);
+		remu_flush_sq(qp);
+		remu_flush_rq(qp);
+	}
+	mutex_unlock(&qp->mutex);
 }
 
 /* The doorbell: runs on remu_wq for every kick of the SQ. */
@@ -571,12 +581,14 @@ static void remu_qp_send_work(struct work_struct *work)
 
 	switch (READ_ONCE(qp->state)) {
 	case IB_QPS_ERR:
+		skb_queue_purge(&qp->eng.rxq);
 		remu_flush_sq(qp);
 		remu_flush_rq(qp);
 		break;
+	case IB_QPS_RTR:
 	case IB_QPS_RTS:
 	case IB_QPS_SQD:
-		remu_qp_run_send(qp);
+		remu_eng_run(qp);
 		break;
 	default:
 		break;

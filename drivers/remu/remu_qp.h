@@ -4,7 +4,7 @@
  * data-path engines (requester, responder, completer, wire) use:
  *   remu_cq_post()          write a completion
  *   remu_qp_get()/put()     find a QP by number for the receive path
- *   remu_qp_run_send()      where the requester plugs in
+ *   remu_eng_run()          the engines' per-QP work item (remu_eng.h)
  *   remu_srq_limit_event()  raise SRQ_LIMIT_REACHED
  *   remu_ah_resolve()       the address vector of a UD WQE's AH
  */
@@ -17,6 +17,7 @@
 #include <linux/workqueue.h>
 
 #include "remu.h"
+#include "remu_eng.h"
 
 extern struct workqueue_struct *remu_wq;
 
@@ -83,7 +84,9 @@ struct remu_srq {
  * @max_inline:	inline bytes per send WQE
  * @sq_sig_all:	every send WQE is signalled
  * @is_user:	rings are mapped by a process
- * @send_work:	runs remu_qp_send_work() on remu_wq: the doorbell
+ * @send_work:	runs remu_qp_send_work() on remu_wq: the doorbell, and
+ *		the engines' work item (remu_eng_run())
+ * @eng:	the engines' state (remu_eng.h), owned by @send_work
  */
 struct remu_qp {
 	struct ib_qp ib_qp;
@@ -102,6 +105,7 @@ struct remu_qp {
 	bool sq_sig_all;
 	bool is_user;
 	struct work_struct send_work;
+	struct remu_qp_eng eng;
 };
 
 /**
@@ -162,7 +166,6 @@ int remu_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		   const struct ib_recv_wr **bad_wr);
 struct remu_qp *remu_qp_get(struct remu_dev *rdev, u32 qpn);
 void remu_qp_put(struct remu_qp *qp);
-void remu_qp_run_send(struct remu_qp *qp);
 int remu_wq_post_recv(struct remu_wq *wq, const struct ib_recv_wr *wr);
 int remu_check_av(struct rdma_ah_attr *ah);
 

@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_comp.c - the completer: responses to an RC requester (ACK, NAK,
+ * RNR NAK, READ response, atomic ACK) retire send WQEs in order, and the
+ * retransmit/RNR timer; also remu_comp_wqe(), which every engine uses to
+ * retire a send WQE.
+ *
+ * Owns: qp->eng.una (oldest unacknowledged PSN), the retry counters, the
+ * timer.  An ACK with PSN P completes every outstanding WQE whose last
+ * PSN is at or before P, in ring order, stopping at a READ or atomic whose
+ * response has not arrived; a READ response or atomic ACK also completes
+ * the WQEs before it.  A NAK completes the WQEs before its PSN, then: a
+ * sequence error goes back to that PSN, an RNR NAK waits for the RNR
+ * timer and goes back, anything else completes the WQE with its error
+ * status and moves the QP to ERR (the rest is flushed).  The timer (the
+ * QP's timeout; none when it is 0) goes back to una, retry_cnt times.
+ *
+ * Runs only in the QP's work item; SQ slots are consumed under
+ * qp->sq.cons_lock, with the CQE written under it so completions stay in
+ * ring order with the flush.
+ */
+#include "remu_qp.h"
+#include "remu_mr.h"
+
+/* retire the WQE at ring index @idx (the oldest) with @status */
+void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status)
+{
+	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
+	struct remu_send_wqe *w = remu_req_copy(qp, idx);
+	struct remu_cqe cqe = {};
+	unsigned long flags;
+
+	spin_lock_irqsave(&qp->sq.cons_lock, flags);
+	if (qp->sq.ring.cons != idx || !remu_queue_used_by_consumer(&qp->sq.ring)) {
+		spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+		return;		/* flushed meanwhile */
+	}
+	if (sw->valid && sw->rd && qp->eng.rd_out)
+		qp->eng.rd_out--;
+	if (status != IB_WC_SUCCESS || qp->sq_sig_all ||
+	    (w->flags & REMU_WQE_SIGNALED)) {
+		cqe.wr_id = w->wr_id;
+		cqe.status = status;
+		cqe.opcode = remu_wc_opcode(w->opcode);
+		cqe.byte_len = sw->len;
+		cqe.qp_num = qp->ib_qp.qp_num;
+		remu_cq_post(qp->scq, &cqe, false);
+	}
+	sw->valid = false;
+	sw->rd = false;
+	remu_queue_consume(&qp->sq.ring);
+	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+}
+
+static unsigned long remu_timeout_jiffies(u8 timeout)
+{
+	/* 4.096 us * 2^timeout, at least 10 ms (TCG guests are slow) */
+	u64 ns = 4096ull << min_t(u8, timeout, 31);
+
+	return max_t(unsigned long, nsecs_to_jiffies64(ns), msecs_to_jiffies(10));
+}
+
+/* (re)arm the retransmit timer if anything is outstanding */
+void remu_comp_arm(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	if (e->rnr_wait || !qp->attr.timeout)
+		return;
+	if (qp->sq.ring.cons == e->head) {
+		del_timer(&e->timer);
+		return;
+	}
+	mod_timer(&e->timer, jiffies + remu_timeout_jiffies(qp->attr.timeout));
+}
+
+static bool remu_is_rd(u32 op)
+{
+	return op == IB_UVERBS_WR_RDMA_READ ||
+	       op == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/*
+ * Complete the outstanding WQEs that end before @psn (@inclusive: at or
+ * before it), in order; READ/atomic WQEs only by their own responses.
+ */
+static void remu_comp_upto(struct remu_qp *qp, u32 psn, bool inclusive)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+
+	while (q->cons != e->head) {
+		u32 idx = q->cons;
+		struct remu_swqe *sw = &e->st[idx & q->mask];
+		struct remu_send_wqe *w = remu_req_copy(qp, idx);
+		u32 last = (sw->first_psn + sw->npkts - 1) & REMU_PSN_MASK;
+
+		if (!sw->valid || sw->sent < sw->npkts)
+			break;
+		if (inclusive ? remu_psn_before(psn, last) :
+				!remu_psn_before(last, psn))
+			break;
+		if (remu_is_rd(w->opcode))
+			break;
+		remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
+	}
+}
+
+static void remu_comp_progress(struct remu_qp *qp, u32 una)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	if (remu_psn_before(e->una, una))
+		e->una = una;
+	e->retries = qp->attr.retry_cnt;
+	e->rnr_left = qp->attr.rnr_retry;
+	remu_comp_arm(qp);
+}
+
+static int remu_nak_status(u8 syn)
+{
+	switch (syn) {
+	case REMU_AETH_NAK_INVALID_REQ:
+		return IB_WC_REM_INV_REQ_ERR;
+	case REMU_AETH_NAK_REM_ACC_ERR:
+		return IB_WC_REM_ACCESS_ERR;
+	case REMU_AETH_NAK_REM_OP_ERR:
+		return IB_WC_REM_OP_ERR;
+	default:
+		return IB_WC_REM_INV_RD_REQ_ERR;
+	}
+}
+
+/* RNR timer value (IBA table 45), in microseconds */
+static unsigned int remu_rnr_usecs(u8 t)
+{
+	static const unsigned int us[32] = {
+		655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640,
+		960, 1280, 1920, 2560, 3840, 5120, 7680, 10240, 15360, 20480,
+		30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680,
+		491520
+	};
+
+	return us[t & 0x1f];
+}
+
+/* the WQE at the oldest index fails with @status; the QP goes to ERR */
+static void remu_comp_fail(struct remu_qp *qp, int status)
+{
+	del_timer(&qp->eng.timer);
+	if (qp->sq.ring.cons != qp->eng.head ||
+	    qp->eng.st[qp->sq.ring.cons & qp->sq.ring.mask].valid)
+		remu_comp_wqe(qp, qp->sq.ring.cons, status);
+	remu_qp_error(qp);
+}
+
+static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	remu_comp_upto(qp, psn, false);
+	if ((syn & REMU_AETH_TYPE_MASK) == REMU_AETH_RNR_NAK) {
+		remu_count(qp->rdev, REMU_CNT_SND_RNR);
+		if (e->rnr_left != 7) {
+			if (!e->rnr_left) {
+				remu_count(qp->rdev,
+					   REMU_CNT_RNR_RETRY_EXCEEDED);
+				remu_comp_fail(qp, IB_WC_RNR_RETRY_EXC_ERR);
+				return;
+			}
+			e->rnr_left--;
+		}
+		remu_req_go_back(qp, psn);
+		e->rnr_wait = true;
+		mod_timer(&e->timer, jiffies +
+			  usecs_to_jiffies(remu_rnr_usecs(syn)));
+		return;
+	}
+	if (syn == REMU_AETH_NAK_PSN_SEQ_ERR) {
+		remu_count(qp->rdev, REMU_CNT_RCV_SEQ_ERR);
+		remu_req_go_back(qp, psn);
+		return;
+	}
+	remu_comp_fail(qp, remu_nak_status(syn));
+}
+
+void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
+{
+	struct remu_skb_cb *cb = remu_cb(skb);
+	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	struct remu_aeth *aeth = remu_pkt_hdr_of(skb, info, REMU_HDR_AETH);
+	u32 psn = cb->psn;
+	u8 syn = aeth ? remu_aeth_syndrome(aeth) : 0;
+
+	if (qp->ib_qp.qp_type != IB_QPT_RC)
+		goto out;
+	if (aeth && (syn & REMU_AETH_TYPE_MASK) != REMU_AETH_ACK) {
+		remu_comp_nak(qp, psn, syn);
+		goto out;
+	}
+	if (cb->opcode == IB_OPCODE_RC_ACKNOWLEDGE) {
+		remu_comp_upto(qp, psn, true);
+		remu_comp_progress(qp, psn + 1);
+		goto out;
+	}
+
+	/* READ response or atomic ACK: implicitly ACKs what came before */
+	remu_comp_upto(qp, psn, false);
+	if (q->cons == e->head && !e->st[q->cons & q->mask].valid)
+		goto out;
+	{
+		u32 idx = q->cons;
+		struct remu_swqe *sw = &e->st[idx & q->mask];
+		struct remu_send_wqe *w = remu_req_copy(qp, idx);
+		struct remu_sge *sge = (struct remu_sge *)(w + 1);
+		struct remu_pd *pd = to_remu_pd(qp->ib_qp.pd);
+		int err;
+
+		if (!sw->valid || !remu_is_rd(w->opcode) ||
+		    remu_psn_diff(psn, sw->first_psn) != sw->rcvd)
+			goto out;	/* not the one expected: wait */
+		if (info->flags & REMU_OP_ATOMIC) {
+			struct remu_atmack *ack =
+				remu_pkt_hdr_of(skb, info, REMU_HDR_ATMACK);
+			__u64 orig = remu_atmack_orig(ack);
+
+			if (w->opcode == IB_UVERBS_WR_RDMA_READ)
+				goto out;
+			err = remu_sge_copy(qp->rdev, pd, sge, w->num_sge, 0,
+					    &orig, 8, REMU_TO_MR,
+					    IB_ACCESS_LOCAL_WRITE);
+			if (err) {
+				remu_comp_fail(qp, IB_WC_LOC_PROT_ERR);
+				goto out;
+			}
+			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
+			remu_comp_progress(qp, psn + 1);
+			goto out;
+		}
+		if (w->opcode != IB_UVERBS_WR_RDMA_READ)
+			goto out;
+		if (skb_linearize(skb))
+			goto out;
+		err = 0;
+		if (cb->paylen)
+			err = remu_sge_copy(qp->rdev, pd, sge, w->num_sge,
+					    (u64)sw->rcvd * e->mtu,
+					    skb->data + cb->hdr_len,
+					    cb->paylen, REMU_TO_MR,
+					    IB_ACCESS_LOCAL_WRITE);
+		if (err) {
+			remu_comp_fail(qp, err == -EMSGSIZE ? IB_WC_LOC_LEN_ERR :
+					   IB_WC_LOC_PROT_ERR);
+			goto out;
+		}
+		sw->rcvd++;
+		remu_comp_progress(qp, psn + 1);
+		if (sw->rcvd == sw->npkts) {
+			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
+			remu_comp_arm(qp);
+		}
+	}
+out:
+	kfree_skb(skb);
+}
+
+void remu_comp_timeout(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	if (READ_ONCE(qp->state) != IB_QPS_RTS &&
+	    READ_ONCE(qp->state) != IB_QPS_SQD)
+		return;
+	if (e->rnr_wait) {
+		e->rnr_wait = false;
+		return;		/* the requester resends from una */
+	}
+	if (qp->sq.ring.cons == e->head)
+		return;
+	if (!e->retries) {
+		remu_count(qp->rdev, REMU_CNT_RETRY_EXCEEDED);
+		remu_comp_fail(qp, IB_WC_RETRY_EXC_ERR);
+		return;
+	}
+	e->retries--;
+	remu_count(qp->rdev, REMU_CNT_COMP_RETRY);
+	remu_req_go_back(qp, e->una);
+	remu_comp_arm(qp);
+}

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * remu_eng.h - per-QP state of the data-path engines and their interface:
+ *   remu_req.c   requester: send WQEs -> request packets
+ *   remu_resp.c  responder: request packets -> placement, receive
+ *                completions, ACK/NAK/READ responses/atomic ACKs
+ *   remu_comp.c  completer: responses -> send completions, retransmit
+ *
+ * All three run in one work item per QP (qp->send_work on remu_wq), so
+ * they are serialised per QP and need no lock for the state below.  The
+ * receive softirq (remu_rcv) only queues skbs on qp->eng.rxq.  The rings'
+ * consumer sides are taken under their cons_locks (shared with the
+ * flush); no spinlock is held across an MR copy.
+ */
+#ifndef REMU_ENG_H
+#define REMU_ENG_H
+
+#include <linux/skbuff.h>
+#include <linux/timer.h>
+#include <rdma/remu-abi.h>
+
+#include "remu_param.h"
+#include "remu_opcode.h"
+
+struct remu_qp;
+
+/* receive queue bound, and the RC window of unacknowledged packets */
+#define REMU_RXQ_MAX		1024
+#define REMU_REQ_WINDOW		128
+#define REMU_ACK_EVERY		32
+
+/* what the receive softirq leaves for the work item, in skb->cb */
+struct remu_skb_cb {
+	u32 psn;
+	u32 paylen;
+	u16 hdr_len;
+	u8 opcode;
+};
+
+static inline struct remu_skb_cb *remu_cb(struct sk_buff *skb)
+{
+	return (struct remu_skb_cb *)skb->cb;
+}
+
+/**
+ * struct remu_swqe - the requester's state of one send WQE (per SQ slot)
+ * @valid:	the WQE has been copied into @copy and given PSNs
+ * @rd:		a READ/atomic counted in remu_qp_eng.rd_out
+ * @first_psn:	PSN of its first packet
+ * @npkts:	packets (for READ: response packets expected)
+ * @sent:	request packets sent so far
+ * @rcvd:	READ: response packets placed
+ * @len:	message length
+ */
+struct remu_swqe {
+	bool valid;
+	bool rd;
+	u32 first_psn;
+	u32 npkts;
+	u32 sent;
+	u32 rcvd;
+	u32 len;
+};
+
+/**
+ * struct remu_qp_eng - engine state of a QP (see the top comment)
+ * @rxq:	packets queued by remu_rcv() (its own lock: softirq side)
+ * @mtu:	path MTU in bytes
+ * @st:		requester state per SQ slot
+ * @copy:	kernel copy of each SQ slot, taken once before validation
+ * @head:	ring index of the next WQE to send (or continue)
+ * @psn:	next request PSN
+ * @una:	oldest unacknowledged PSN (RC)
+ * @rd_out:	outstanding READ/atomic WQEs
+ * @retries:	retransmissions left before RETRY_EXC_ERR
+ * @rnr_left:	RNR retries left (7 = infinite)
+ * @rnr_wait:	waiting for the RNR timer
+ * @timer:	retransmit / RNR timer; queues the work
+ * @timed_out:	the timer fired (bit 0)
+ * @rpsn:	responder: expected PSN
+ * @msn:	responder: message sequence number
+ * @nak_sent:	responder: a sequence NAK is outstanding
+ * @in_send, @in_write: a multi-packet message is in progress
+ * @have_rwqe:	@rwqe holds a receive WQE taken from the RQ/SRQ
+ * @rwqe_idx:	its RQ ring index (not SRQ: consumed when taken)
+ * @rwqe, @rsge: the kernel copy of the receive WQE
+ * @roff:	bytes placed into it
+ * @wr_va, @wr_rkey, @wr_len, @wr_off: the RDMA WRITE in progress
+ */
+struct remu_qp_eng {
+	struct sk_buff_head rxq;
+	u32 mtu;
+
+	struct remu_swqe *st;
+	u8 *copy;
+	u32 head;
+	u32 psn;
+	u32 una;
+	u32 rd_out;
+	u8 retries;
+	u8 rnr_left;
+	bool rnr_wait;
+	struct timer_list timer;
+	unsigned long timed_out;
+
+	u32 rpsn;
+	u32 msn;
+	bool nak_sent;
+	bool in_send;
+	bool in_write;
+	bool have_rwqe;
+	u32 rwqe_idx;
+	struct remu_recv_wqe rwqe;
+	struct remu_sge rsge[REMU_MAX_SGE];
+	u32 roff;
+	u64 wr_va;
+	u32 wr_rkey;
+	u32 wr_len;
+	u32 wr_off;
+};
+
+/* extended header @h of a queued packet (skb->data at the BTH) */
+static inline void *remu_pkt_hdr_of(struct sk_buff *skb,
+				    const struct remu_opcode_info *info,
+				    enum remu_hdr_type h)
+{
+	if (!remu_op_has(info, h))
+		return NULL;
+	return skb->data + info->offset[h];
+}
+
+static inline bool remu_psn_before(u32 a, u32 b)
+{
+	return (s32)((a - b) << 8) < 0;
+}
+
+static inline s32 remu_psn_diff(u32 a, u32 b)
+{
+	return (s32)((a - b) << 8) >> 8;
+}
+
+/* remu_eng (in remu_req.c): life cycle, called by remu_qp.c */
+int remu_eng_init(struct remu_qp *qp);
+void remu_eng_fini(struct remu_qp *qp);
+void remu_eng_reset(struct remu_qp *qp);
+void remu_eng_modify(struct remu_qp *qp, int next);
+void remu_eng_run(struct remu_qp *qp);
+
+/* requester */
+void remu_req_run(struct remu_qp *qp);
+void remu_req_go_back(struct remu_qp *qp, u32 psn);
+void *remu_req_copy(struct remu_qp *qp, u32 idx);
+int remu_req_av(struct remu_qp *qp, void *av);
+
+/* responder */
+void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb);
+
+/* completer */
+void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb);
+void remu_comp_timeout(struct remu_qp *qp);
+void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status);
+void remu_comp_arm(struct remu_qp *qp);
+
+/* remu_qp.c */
+void remu_qp_error(struct remu_qp *qp);
+u32 remu_wc_opcode(u32 wr_opcode);
+
+#endif /* REMU_ENG_H */

@@ -1,0 +1,554 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_req.c - the requester, and the per-QP work item that runs the
+ * three engines.
+ *
+ * Owns: the SQ consumer side while the QP is in RTS: each send WQE is
+ * copied out of the ring once (qp->eng.copy) before it is validated or
+ * used, given its PSNs, segmented by the path MTU into request packets
+ * (payload gathered with remu_sge_copy() or taken from the inline data)
+ * and sent with remu_net_xmit().  RC WQEs stay in the ring (slot not
+ * consumed) until the completer retires them; UC/UD WQEs retire as soon
+ * as their last packet is sent.  RC sends stop at a window of
+ * REMU_REQ_WINDOW unacknowledged packets and at max_rd_atomic
+ * outstanding READs/atomics.
+ *
+ * The work item (qp->send_work, remu_eng_run()) runs, in this order:
+ * the completer and responder on every queued packet (qp->eng.rxq), the
+ * completer's timer handling, then the requester.  One work item per QP:
+ * the engines' state in struct remu_qp_eng needs no lock.  Ring slots are
+ * consumed under the rings' cons_locks, never held across an MR copy.
+ */
+#include <rdma/ib_cache.h>
+
+#include "remu_qp.h"
+#include "remu_mr.h"
+#include "remu_net.h"
+
+void *remu_req_copy(struct remu_qp *qp, u32 idx)
+{
+	return qp->eng.copy + (size_t)(idx & qp->sq.ring.mask) *
+			      qp->sq.ring.slot_size;
+}
+
+static void remu_eng_timer(struct timer_list *t)
+{
+	struct remu_qp *qp = from_timer(qp, t, eng.timer);
+
+	set_bit(0, &qp->eng.timed_out);
+	queue_work(remu_wq, &qp->send_work);
+}
+
+int remu_eng_init(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	skb_queue_head_init(&e->rxq);
+	timer_setup(&e->timer, remu_eng_timer, 0);
+	e->st = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->st), GFP_KERNEL);
+	e->copy = kvcalloc(qp->sq.ring.num_slots, qp->sq.ring.slot_size,
+			   GFP_KERNEL);
+	if (!e->st || !e->copy) {
+		kvfree(e->st);
+		kvfree(e->copy);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* after every lookup is gone: stop the timer and the work, drop packets */
+void remu_eng_fini(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	timer_shutdown_sync(&e->timer);
+	cancel_work_sync(&qp->send_work);
+	skb_queue_purge(&e->rxq);
+	kvfree(e->st);
+	kvfree(e->copy);
+}
+
+/* RESET: forget everything in flight */
+void remu_eng_reset(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	del_timer(&e->timer);
+	skb_queue_purge(&e->rxq);
+	memset(e->st, 0, qp->sq.ring.num_slots * sizeof(*e->st));
+	e->rd_out = 0;
+	e->rnr_wait = false;
+	e->nak_sent = false;
+	e->in_send = false;
+	e->in_write = false;
+	e->have_rwqe = false;
+	e->roff = 0;
+}
+
+/* modify_qp, under qp->mutex, once the new state is set */
+void remu_eng_modify(struct remu_qp *qp, int next)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct ib_port_attr pa;
+
+	switch (next) {
+	case IB_QPS_RESET:
+		remu_eng_reset(qp);
+		break;
+	case IB_QPS_RTR:
+		e->rpsn = qp->attr.rq_psn;
+		e->msn = 0;
+		break;
+	case IB_QPS_RTS:
+		if (qp->ib_qp.qp_type == IB_QPT_UD) {
+			if (!ib_query_port(&qp->rdev->ib_dev, 1, &pa))
+				e->mtu = ib_mtu_enum_to_int(pa.active_mtu);
+		} else {
+			e->mtu = ib_mtu_enum_to_int(qp->attr.path_mtu);
+		}
+		if (!e->mtu)
+			e->mtu = 256;
+		if (!e->st[qp->sq.ring.cons & qp->sq.ring.mask].valid) {
+			e->psn = qp->attr.sq_psn;
+			e->una = e->psn;
+			e->head = qp->sq.ring.cons;
+		}
+		e->retries = qp->attr.retry_cnt;
+		e->rnr_left = qp->attr.rnr_retry;
+		break;
+	case IB_QPS_ERR:
+		del_timer(&e->timer);
+		break;
+	default:
+		break;
+	}
+}
+
+/* the QP's address vector (RC/UC), into @avp (a struct remu_av) */
+int remu_req_av(struct remu_qp *qp, void *avp)
+{
+	struct rdma_ah_attr attr = qp->attr.ah_attr;
+
+	attr.grh.sgid_attr = qp->ib_qp.av_sgid_attr;
+	return remu_av_from_attr(qp->rdev, &attr, qp->ib_qp.qp_num,
+				 qp->attr.dest_qp_num, avp);
+}
+
+/* the per-QP work: completer/responder on received packets, requester */
+void remu_eng_run(struct remu_qp *qp)
+{
+	struct sk_buff *skb;
+	int budget = 256;
+
+	while (budget-- && (skb = skb_dequeue(&qp->eng.rxq))) {
+		enum ib_qp_state s = READ_ONCE(qp->state);
+
+		if (s == IB_QPS_ERR || s == IB_QPS_RESET) {
+			kfree_skb(skb);
+			continue;
+		}
+		if (remu_opcode[remu_cb(skb)->opcode].flags & REMU_OP_RESP)
+			remu_comp_pkt(qp, skb);
+		else
+			remu_resp_pkt(qp, skb);
+	}
+	if (test_and_clear_bit(0, &qp->eng.timed_out))
+		remu_comp_timeout(qp);
+	if (READ_ONCE(qp->state) == IB_QPS_RTS)
+		remu_req_run(qp);
+	if (!skb_queue_empty(&qp->eng.rxq))
+		queue_work(remu_wq, &qp->send_work);
+}
+
+/* IBA opcode of packet @first/@last of a WQE with @wr_op on @type */
+static int remu_req_opcode(enum ib_qp_type type, u32 wr_op, bool first,
+			   bool last)
+{
+	int base = type == IB_QPT_RC ? IB_OPCODE_RC :
+		   type == IB_QPT_UC ? IB_OPCODE_UC : IB_OPCODE_UD;
+	int op;
+
+	switch (wr_op) {
+	case IB_UVERBS_WR_SEND:
+		op = first && last ? IB_OPCODE_SEND_ONLY :
+		     first ? IB_OPCODE_SEND_FIRST :
+		     last ? IB_OPCODE_SEND_LAST : IB_OPCODE_SEND_MIDDLE;
+		break;
+	case IB_UVERBS_WR_SEND_WITH_IMM:
+		op = first && last ? IB_OPCODE_SEND_ONLY_WITH_IMMEDIATE :
+		     first ? IB_OPCODE_SEND_FIRST :
+		     last ? IB_OPCODE_SEND_LAST_WITH_IMMEDIATE :
+		     IB_OPCODE_SEND_MIDDLE;
+		break;
+	case IB_UVERBS_WR_SEND_WITH_INV:
+		op = first && last ? IB_OPCODE_SEND_ONLY_WITH_INVALIDATE :
+		     first ? IB_OPCODE_SEND_FIRST :
+		     last ? IB_OPCODE_SEND_LAST_WITH_INVALIDATE :
+		     IB_OPCODE_SEND_MIDDLE;
+		break;
+	case IB_UVERBS_WR_RDMA_WRITE:
+		op = first && last ? IB_OPCODE_RDMA_WRITE_ONLY :
+		     first ? IB_OPCODE_RDMA_WRITE_FIRST :
+		     last ? IB_OPCODE_RDMA_WRITE_LAST :
+		     IB_OPCODE_RDMA_WRITE_MIDDLE;
+		break;
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+		op = first && last ? IB_OPCODE_RDMA_WRITE_ONLY_WITH_IMMEDIATE :
+		     first ? IB_OPCODE_RDMA_WRITE_FIRST :
+		     last ? IB_OPCODE_RDMA_WRITE_LAST_WITH_IMMEDIATE :
+		     IB_OPCODE_RDMA_WRITE_MIDDLE;
+		break;
+	case IB_UVERBS_WR_RDMA_READ:
+		op = IB_OPCODE_RDMA_READ_REQUEST;
+		break;
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+		op = IB_OPCODE_COMPARE_SWAP;
+		break;
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		op = IB_OPCODE_FETCH_ADD;
+		break;
+	default:
+		return -1;
+	}
+	return base + op;
+}
+
+static bool remu_req_op_ok(enum ib_qp_type type, u32 op)
+{
+	switch (op) {
+	case IB_UVERBS_WR_SEND:
+	case IB_UVERBS_WR_SEND_WITH_IMM:
+		return true;
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+	case IB_UVERBS_WR_LOCAL_INV:
+		return type != IB_QPT_UD;
+	case IB_UVERBS_WR_RDMA_READ:
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+	case IB_UVERBS_WR_SEND_WITH_INV:
+		return type == IB_QPT_RC;
+	default:
+		return false;
+	}
+}
+
+static bool remu_is_rd_atomic(u32 op)
+{
+	return op == IB_UVERBS_WR_RDMA_READ ||
+	       op == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/*
+ * Copy the WQE at @idx out of the ring and validate the copy.
+ * Return: 0, or the IB_WC_* status to complete it with.
+ */
+static int remu_req_fetch(struct remu_qp *qp, u32 idx)
+{
+	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
+	struct remu_send_wqe *w = remu_req_copy(qp, idx);
+	struct remu_sge *sge = (struct remu_sge *)(w + 1);
+	enum ib_qp_type type = qp->ib_qp.qp_type;
+	unsigned long flags;
+	u64 len = 0;
+	u32 i;
+
+	spin_lock_irqsave(&qp->sq.cons_lock, flags);
+	memcpy(w, remu_queue_slot_at(&qp->sq.ring, idx), qp->sq.ring.slot_size);
+	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+
+	memset(sw, 0, sizeof(*sw));
+	sw->valid = true;
+	sw->npkts = 1;
+	if (!remu_req_op_ok(type, w->opcode))
+		return IB_WC_LOC_QP_OP_ERR;
+	if (w->flags & REMU_WQE_INLINE) {
+		if (w->inline_len > qp->max_inline)
+			return IB_WC_LOC_LEN_ERR;
+		len = w->inline_len;
+		if (remu_is_rd_atomic(w->opcode))
+			return IB_WC_LOC_QP_OP_ERR;
+	} else {
+		if (w->num_sge > qp->sq.max_sge)
+			return IB_WC_LOC_LEN_ERR;
+		for (i = 0; i < w->num_sge; i++)
+			len += sge[i].length;
+	}
+	if (len > 0x80000000ull)
+		return IB_WC_LOC_LEN_ERR;
+	sw->len = len;
+	switch (w->opcode) {
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		if (len < 8)
+			return IB_WC_LOC_LEN_ERR;
+		sw->len = 8;
+		break;
+	case IB_UVERBS_WR_LOCAL_INV:
+		break;
+	default:
+		if (type == IB_QPT_UD && len > qp->eng.mtu)
+			return IB_WC_LOC_LEN_ERR;
+		sw->npkts = max_t(u32, 1, DIV_ROUND_UP(len, qp->eng.mtu));
+		break;
+	}
+	return 0;
+}
+
+/* build and send packet number @sw->sent of the WQE at @idx */
+static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
+			     const struct remu_av *av)
+{
+	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
+	struct remu_send_wqe *w = remu_req_copy(qp, idx);
+	struct remu_dev *rdev = qp->rdev;
+	enum ib_qp_type type = qp->ib_qp.qp_type;
+	bool first = sw->sent == 0, last, rd = remu_is_rd_atomic(w->opcode);
+	u32 off = sw->sent * qp->eng.mtu, plen = 0, psn, qkey;
+	struct remu_pkt pkt = {};
+	struct sk_buff *skb;
+	void *h;
+	int op, err;
+
+	last = rd || sw->sent + 1 == sw->npkts;
+	op = remu_req_opcode(type, w->opcode, first, last);
+	if (op < 0)
+		return -EINVAL;
+	if (!rd)
+		plen = min(sw->len - off, qp->eng.mtu);
+	psn = sw->first_psn + sw->sent;
+
+	pkt.opcode = op;
+	skb = remu_net_alloc_skb(rdev, av, plen, &pkt);
+	if (!skb)
+		return -ENOMEM;
+	remu_bth_set_flags(pkt.bth, last && (w->flags & REMU_WQE_SOLICITED),
+			   false, pkt.pad);
+	remu_bth_set_qpn(pkt.bth, type == IB_QPT_UD ? w->remote_qpn :
+				  qp->attr.dest_qp_num);
+	remu_bth_set_psn(pkt.bth, psn, type == IB_QPT_RC &&
+			 (last || (psn % REMU_ACK_EVERY) == 0));
+
+	h = remu_pkt_hdr(&pkt, REMU_HDR_RETH);
+	if (h)
+		remu_reth_set(h, w->remote_addr, w->rkey, sw->len);
+	h = remu_pkt_hdr(&pkt, REMU_HDR_IMMDT);
+	if (h)
+		((struct remu_immdt *)h)->imm = (__force __be32)w->ex_data;
+	h = remu_pkt_hdr(&pkt, REMU_HDR_IETH);
+	if (h)
+		remu_ieth_set(h, w->ex_data);
+	h = remu_pkt_hdr(&pkt, REMU_HDR_DETH);
+	if (h) {
+		qkey = (w->remote_qkey & 0x80000000u) ? qp->attr.qkey :
+							w->remote_qkey;
+		remu_deth_set(h, qkey, qp->ib_qp.qp_num);
+	}
+	h = remu_pkt_hdr(&pkt, REMU_HDR_ATMETH);
+	if (h) {
+		if (w->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
+			remu_atmeth_set(h, w->remote_addr, w->rkey, w->swap,
+					w->compare_add);
+		else
+			remu_atmeth_set(h, w->remote_addr, w->rkey,
+					w->compare_add, 0);
+	}
+
+	if (plen) {
+		u8 *buf = skb->data + pkt.hdr_len;
+
+		if (w->flags & REMU_WQE_INLINE) {
+			memcpy(buf, (u8 *)(w + 1) + off, plen);
+		} else {
+			err = remu_sge_copy(rdev, to_remu_pd(qp->ib_qp.pd),
+					    (struct remu_sge *)(w + 1),
+					    w->num_sge, off, buf, plen,
+					    REMU_FROM_MR, 0);
+			if (err) {
+				kfree_skb(skb);
+				return err;
+			}
+		}
+	}
+	if (first && !(w->opcode == IB_UVERBS_WR_RDMA_READ) &&
+	    (w->opcode == IB_UVERBS_WR_SEND ||
+	     w->opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
+	     w->opcode == IB_UVERBS_WR_SEND_WITH_INV))
+		remu_count(rdev, REMU_CNT_RDMA_SEND);
+	remu_net_xmit(rdev, av, skb);	/* a lost packet is retransmitted */
+	return 0;
+}
+
+static int remu_local_status(int err)
+{
+	switch (err) {
+	case -EMSGSIZE:
+		return IB_WC_LOC_LEN_ERR;
+	case -ENOMEM:
+		return IB_WC_LOC_QP_OP_ERR;
+	default:
+		return IB_WC_LOC_PROT_ERR;
+	}
+}
+
+/* go back to @psn: resend everything from there (RC) */
+void remu_req_go_back(struct remu_qp *qp, u32 psn)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	u32 old = e->head, idx;
+	bool moved = false;
+
+	for (idx = q->cons; idx - q->cons <= old - q->cons; idx++) {
+		struct remu_swqe *sw = &e->st[idx & q->mask];
+		struct remu_send_wqe *w = remu_req_copy(qp, idx);
+
+		if (!sw->valid || idx - q->cons >= q->num_slots)
+			break;
+		if (remu_psn_before(psn, sw->first_psn))
+			sw->sent = 0;
+		else if (remu_psn_diff(psn, sw->first_psn) < sw->npkts)
+			sw->sent = remu_is_rd_atomic(w->opcode) ? 0 :
+				   remu_psn_diff(psn, sw->first_psn);
+		else
+			continue;
+		if (!moved) {
+			e->head = idx;
+			e->psn = (sw->first_psn + sw->sent) & REMU_PSN_MASK;
+			moved = true;
+		}
+	}
+}
+
+void remu_req_run(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	bool rc = qp->ib_qp.qp_type == IB_QPT_RC;
+	bool have_av = false;
+	struct remu_av av;
+	unsigned long flags;
+	int budget = 512;
+	u32 used;
+
+	while (budget-- > 0 && !e->rnr_wait &&
+	       READ_ONCE(qp->state) == IB_QPS_RTS) {
+		struct remu_send_wqe *w;
+		struct remu_swqe *sw;
+		u32 idx;
+		int err;
+
+		spin_lock_irqsave(&qp->sq.cons_lock, flags);
+		used = remu_queue_used_by_consumer(q);
+		if ((s32)(e->head - q->cons) < 0)
+			e->head = q->cons;
+		idx = e->head;
+		spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+		if (idx - q->cons >= used)
+			break;
+
+		sw = &e->st[idx & q->mask];
+		w = remu_req_copy(qp, idx);
+		if (!sw->valid) {
+			err = remu_req_fetch(qp, idx);
+			if (err) {
+				remu_comp_wqe(qp, idx, err);
+				remu_qp_error(qp);
+				return;
+			}
+			if (remu_is_rd_atomic(w->opcode) && rc &&
+			    e->rd_out >= max_t(u32, 1, qp->attr.max_rd_atomic)) {
+				sw->valid = false;
+				break;
+			}
+			sw->first_psn = e->psn;
+			if (remu_is_rd_atomic(w->opcode)) {
+				e->rd_out++;
+				sw->rd = true;
+			}
+		}
+		if (w->opcode == IB_UVERBS_WR_LOCAL_INV) {
+			/* local: done when all before it are */
+			if (idx != q->cons)
+				break;
+			err = remu_mr_invalidate(qp->rdev,
+						 to_remu_pd(qp->ib_qp.pd),
+						 w->ex_data);
+			e->head++;
+			remu_comp_wqe(qp, idx, err ? IB_WC_MW_BIND_ERR :
+					       IB_WC_SUCCESS);
+			if (err) {
+				remu_qp_error(qp);
+				return;
+			}
+			continue;
+		}
+		if ((w->flags & REMU_WQE_FENCE) && rc && e->rd_out &&
+		    idx != q->cons)
+			break;
+		if (rc && remu_psn_diff(sw->first_psn + sw->sent, e->una) >=
+			  REMU_REQ_WINDOW)
+			break;
+
+		if (!have_av) {
+			if (qp->ib_qp.qp_type == IB_QPT_UD) {
+				err = 0;	/* per WQE below */
+			} else {
+				err = remu_req_av(qp, &av);
+				if (err) {
+					remu_comp_wqe(qp, idx,
+						      IB_WC_LOC_QP_OP_ERR);
+					remu_qp_error(qp);
+					return;
+				}
+				have_av = true;
+			}
+		}
+		if (qp->ib_qp.qp_type == IB_QPT_UD) {
+			struct rdma_ah_attr attr;
+			const struct ib_gid_attr *sgid;
+
+			err = remu_ah_resolve(qp->rdev, w->ah_num,
+					      qp->ib_qp.pd, &attr);
+			if (!err) {
+				sgid = rdma_get_gid_attr(&qp->rdev->ib_dev, 1,
+							 attr.grh.sgid_index);
+				if (IS_ERR(sgid)) {
+					err = PTR_ERR(sgid);
+				} else {
+					attr.grh.sgid_attr = sgid;
+					err = remu_av_from_attr(qp->rdev, &attr,
+							qp->ib_qp.qp_num,
+							w->remote_qpn, &av);
+					rdma_put_gid_attr(sgid);
+				}
+			}
+			if (err) {
+				remu_comp_wqe(qp, idx, IB_WC_LOC_QP_OP_ERR);
+				remu_qp_error(qp);
+				return;
+			}
+		}
+
+		err = remu_req_send_pkt(qp, idx, &av);
+		if (err) {
+			remu_comp_wqe(qp, idx, remu_local_status(err));
+			remu_qp_error(qp);
+			return;
+		}
+		sw->sent = remu_is_rd_atomic(w->opcode) ? sw->npkts :
+			   sw->sent + 1;
+		if (remu_psn_before(e->psn, sw->first_psn + sw->sent))
+			e->psn = (sw->first_psn + sw->sent) & REMU_PSN_MASK;
+		if (sw->sent < sw->npkts)
+			continue;
+		e->head++;
+		if (rc)
+			remu_comp_arm(qp);
+		else
+			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
+	}
+	if (budget <= 0)
+		queue_work(remu_wq, &qp->send_work);
+}

@@ -1,0 +1,517 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_resp.c - the responder: request packets in, data placed, receive
+ * completions, and the responses (ACK, NAK, RNR NAK, READ response,
+ * atomic ACK) out.
+ *
+ * Owns: the receive side of a QP: the expected PSN and MSN (RC), the
+ * receive WQE being filled (copied out of the RQ or SRQ ring once, then
+ * only the copy is used), the RDMA WRITE in progress.  RC checks the PSN:
+ * a duplicate is re-ACKed (a duplicate READ is executed again), a packet
+ * from the future gets one PSN sequence error NAK.  UC resynchronises on
+ * the next first/only packet; UD checks the Q_Key and writes the 40-byte
+ * GRH area (IPv4: the IPv4 header in its last 20 bytes) before the data.
+ *
+ * Runs only in the QP's work item (remu_eng_run()).  RQ slots are
+ * consumed under qp->rq.cons_lock when the completion is written (so a
+ * flush and the responder never both complete one); SRQ slots are
+ * consumed when taken.  MR copies happen with no lock held.
+ */
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+
+#include "remu_qp.h"
+#include "remu_mr.h"
+#include "remu_net.h"
+
+#define REMU_GRH_LEN	40
+
+/* send an ACK/NAK (AETH @syn) or atomic ACK with PSN @psn */
+static void remu_resp_ack(struct remu_qp *qp, u32 psn, u8 syn, bool atomic,
+			  u64 orig)
+{
+	struct remu_pkt pkt = {};
+	struct sk_buff *skb;
+	struct remu_av av;
+
+	if (remu_req_av(qp, &av))
+		return;
+	pkt.opcode = atomic ? IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE :
+			      IB_OPCODE_RC_ACKNOWLEDGE;
+	skb = remu_net_alloc_skb(qp->rdev, &av, 0, &pkt);
+	if (!skb)
+		return;
+	remu_bth_set_qpn(pkt.bth, qp->attr.dest_qp_num);
+	remu_bth_set_psn(pkt.bth, psn, false);
+	remu_aeth_set(remu_pkt_hdr(&pkt, REMU_HDR_AETH), syn, qp->eng.msn);
+	if (atomic)
+		remu_atmack_set(remu_pkt_hdr(&pkt, REMU_HDR_ATMACK), orig);
+	remu_net_xmit(qp->rdev, &av, skb);
+}
+
+/* a fatal request error: NAK it (RC) and move the QP to ERR */
+static void remu_resp_fatal(struct remu_qp *qp, u32 psn, u8 syn)
+{
+	if (qp->ib_qp.qp_type == IB_QPT_RC)
+		remu_resp_ack(qp, psn, syn, false, 0);
+	remu_qp_error(qp);
+}
+
+/* take a receive WQE into qp->eng.rwqe; false if none */
+static bool remu_resp_get_rwqe(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_wq *wq = qp->srq ? &qp->srq->rq : &qp->rq;
+	struct remu_recv_wqe *w;
+	unsigned long flags;
+	u32 n;
+
+	if (e->have_rwqe)
+		return true;
+	spin_lock_irqsave(&wq->cons_lock, flags);
+	w = remu_queue_consumer_slot(&wq->ring);
+	if (w) {
+		memcpy(&e->rwqe, w, sizeof(*w));
+		n = min_t(u32, e->rwqe.num_sge, wq->max_sge);
+		n = min_t(u32, n, REMU_MAX_SGE);
+		memcpy(e->rsge, w + 1, n * sizeof(struct remu_sge));
+		e->rwqe.num_sge = n;
+		e->rwqe_idx = wq->ring.cons;
+		if (qp->srq)
+			remu_queue_consume(&wq->ring);
+	}
+	spin_unlock_irqrestore(&wq->cons_lock, flags);
+	if (!w)
+		return false;
+	e->have_rwqe = true;
+	e->roff = 0;
+	if (qp->srq)
+		remu_srq_limit_event(qp->srq);
+	return true;
+}
+
+/* complete the receive WQE in qp->eng.rwqe */
+static void remu_resp_complete(struct remu_qp *qp, struct sk_buff *skb,
+			       int status, u32 opcode, u32 byte_len)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	const struct remu_opcode_info *info = &remu_opcode[remu_cb(skb)->opcode];
+	struct remu_bth *bth = (struct remu_bth *)skb->data;
+	struct remu_cqe cqe = {};
+	unsigned long flags;
+	void *h;
+
+	cqe.wr_id = e->rwqe.wr_id;
+	cqe.status = status;
+	cqe.opcode = opcode;
+	cqe.byte_len = byte_len;
+	cqe.qp_num = qp->ib_qp.qp_num;
+	if (status == IB_WC_SUCCESS) {
+		h = remu_pkt_hdr_of(skb, info, REMU_HDR_IMMDT);
+		if (h) {
+			cqe.ex_data = (__force u32)((struct remu_immdt *)h)->imm;
+			cqe.flags |= REMU_CQE_WITH_IMM;
+		}
+		h = remu_pkt_hdr_of(skb, info, REMU_HDR_IETH);
+		if (h) {
+			cqe.ex_data = remu_ieth_rkey(h);
+			cqe.flags |= REMU_CQE_WITH_INV;
+		}
+		h = remu_pkt_hdr_of(skb, info, REMU_HDR_DETH);
+		if (h) {
+			cqe.src_qp = remu_deth_sqp(h);
+			cqe.flags |= REMU_CQE_GRH;
+			cqe.network_hdr_type = ip_hdr(skb)->version == 4 ?
+					       REMU_NET_IPV4 : REMU_NET_IPV6;
+		}
+	}
+	if (qp->srq) {
+		remu_cq_post(qp->rcq, &cqe, remu_bth_se(bth));
+	} else {
+		spin_lock_irqsave(&qp->rq.cons_lock, flags);
+		if (qp->rq.ring.cons == e->rwqe_idx) {
+			remu_queue_consume(&qp->rq.ring);
+			remu_cq_post(qp->rcq, &cqe, remu_bth_se(bth));
+		}
+		spin_unlock_irqrestore(&qp->rq.cons_lock, flags);
+	}
+	e->have_rwqe = false;
+	e->roff = 0;
+	if (status == IB_WC_SUCCESS)
+		remu_count(qp->rdev, REMU_CNT_RDMA_RECV);
+}
+
+static int remu_resp_scatter(struct remu_qp *qp, const void *buf, u32 len)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	int err;
+
+	if (!len)
+		return 0;
+	err = remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd), e->rsge,
+			    e->rwqe.num_sge, e->roff, (void *)buf, len,
+			    REMU_TO_MR, IB_ACCESS_LOCAL_WRITE);
+	if (!err)
+		e->roff += len;
+	return err;
+}
+
+/* the payload of a SEND (or the receive side of WRITE_WITH_IMM) */
+static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
+{
+	struct remu_skb_cb *cb = remu_cb(skb);
+	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
+	struct remu_qp_eng *e = &qp->eng;
+	u8 grh[REMU_GRH_LEN];
+	int err;
+
+	if (!remu_resp_get_rwqe(qp))
+		return -EAGAIN;
+	if (qp->ib_qp.qp_type == IB_QPT_UD) {
+		memset(grh, 0, sizeof(grh));
+		if (ip_hdr(skb)->version == 4)
+			memcpy(grh + 20, ip_hdr(skb), sizeof(struct iphdr));
+		else
+			memcpy(grh, ipv6_hdr(skb), sizeof(struct ipv6hdr));
+		err = remu_resp_scatter(qp, grh, sizeof(grh));
+		if (err)
+			goto err;
+	}
+	err = remu_resp_scatter(qp, skb->data + cb->hdr_len, cb->paylen);
+	if (err)
+		goto err;
+	if (info->flags & (REMU_OP_LAST | REMU_OP_ONLY)) {
+		void *ieth = remu_pkt_hdr_of(skb, info, REMU_HDR_IETH);
+
+		if (ieth && remu_mr_invalidate(qp->rdev,
+					       to_remu_pd(qp->ib_qp.pd),
+					       remu_ieth_rkey(ieth))) {
+			remu_resp_complete(qp, skb, IB_WC_REM_INV_REQ_ERR,
+					   IB_WC_RECV, e->roff);
+			return -EINVAL;
+		}
+		remu_resp_complete(qp, skb, IB_WC_SUCCESS, IB_WC_RECV, e->roff);
+	}
+	return 0;
+err:
+	remu_resp_complete(qp, skb, err == -EMSGSIZE ? IB_WC_LOC_LEN_ERR :
+				    IB_WC_LOC_PROT_ERR, IB_WC_RECV, e->roff);
+	return err;
+}
+
+static bool remu_qp_allows(struct remu_qp *qp, unsigned int access)
+{
+	return qp->attr.qp_access_flags & access;
+}
+
+/* place a WRITE packet; -EACCES for an access error */
+static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
+{
+	struct remu_skb_cb *cb = remu_cb(skb);
+	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_reth *reth = remu_pkt_hdr_of(skb, info, REMU_HDR_RETH);
+	struct remu_mr *mr;
+	int err;
+
+	if (reth) {
+		e->wr_va = remu_reth_va(reth);
+		e->wr_rkey = remu_reth_rkey(reth);
+		e->wr_len = remu_reth_len(reth);
+		e->wr_off = 0;
+		if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_WRITE))
+			return -EACCES;
+	}
+	if (e->wr_off + cb->paylen > e->wr_len)
+		return -EINVAL;
+	if ((info->flags & (REMU_OP_LAST | REMU_OP_ONLY)) &&
+	    e->wr_off + cb->paylen != e->wr_len)
+		return -EINVAL;
+	if (!cb->paylen)
+		return 0;
+	mr = remu_mr_lookup(qp->rdev, e->wr_rkey, REMU_RKEY);
+	if (!mr)
+		return -EACCES;
+	err = remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd), e->wr_va + e->wr_off,
+			    cb->paylen, IB_ACCESS_REMOTE_WRITE);
+	if (!err)
+		err = remu_mr_copy_skb(mr, e->wr_va + e->wr_off, skb,
+				       cb->hdr_len, cb->paylen, REMU_TO_MR);
+	remu_mr_put(mr);
+	if (err)
+		return -EACCES;
+	e->wr_off += cb->paylen;
+	return 0;
+}
+
+/* execute a READ request with PSN @psn: send the response packets */
+static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn)
+{
+	const struct remu_opcode_info *info = &remu_opcode[remu_cb(skb)->opcode];
+	struct remu_reth *reth = remu_pkt_hdr_of(skb, info, REMU_HDR_RETH);
+	u64 va = remu_reth_va(reth);
+	u32 len = remu_reth_len(reth), mtu = qp->eng.mtu, n, i, off = 0;
+	struct remu_mr *mr = NULL;
+	struct remu_av av;
+	int err;
+
+	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_READ))
+		return REMU_AETH_NAK_REM_ACC_ERR;
+	if (len) {
+		mr = remu_mr_lookup(qp->rdev, remu_reth_rkey(reth), REMU_RKEY);
+		if (!mr)
+			return REMU_AETH_NAK_REM_ACC_ERR;
+		if (remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd), va, len,
+				  IB_ACCESS_REMOTE_READ)) {
+			remu_mr_put(mr);
+			return REMU_AETH_NAK_REM_ACC_ERR;
+		}
+	}
+	if (remu_req_av(qp, &av)) {
+		if (mr)
+			remu_mr_put(mr);
+		return REMU_AETH_NAK_REM_OP_ERR;
+	}
+	n = max_t(u32, 1, DIV_ROUND_UP(len, mtu));
+	for (i = 0; i < n; i++) {
+		u32 plen = min(len - off, mtu);
+		struct remu_pkt pkt = {};
+		struct sk_buff *rskb;
+		void *aeth;
+
+		pkt.opcode = n == 1 ? IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY :
+			     i == 0 ? IB_OPCODE_RC_RDMA_READ_RESPONSE_FIRST :
+			     i == n - 1 ? IB_OPCODE_RC_RDMA_READ_RESPONSE_LAST :
+			     IB_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE;
+		rskb = remu_net_alloc_skb(qp->rdev, &av, plen, &pkt);
+		if (!rskb)
+			break;
+		remu_bth_set_qpn(pkt.bth, qp->attr.dest_qp_num);
+		remu_bth_set_psn(pkt.bth, psn + i, false);
+		aeth = remu_pkt_hdr(&pkt, REMU_HDR_AETH);
+		if (aeth)
+			remu_aeth_set(aeth, REMU_AETH_ACK |
+				      REMU_AETH_CREDIT_INVALID, qp->eng.msn + 1);
+		if (plen) {
+			err = remu_mr_copy_skb(mr, va + off, rskb, pkt.hdr_len,
+					       plen, REMU_FROM_MR);
+			if (err) {
+				kfree_skb(rskb);
+				break;
+			}
+		}
+		remu_net_xmit(qp->rdev, &av, rskb);
+		off += plen;
+		if (!(i % 64))
+			cond_resched();
+	}
+	if (mr)
+		remu_mr_put(mr);
+	return 0;
+}
+
+/* execute an atomic: 0 and *orig, or a NAK syndrome */
+static u8 remu_resp_atomic(struct remu_qp *qp, struct sk_buff *skb, u64 *orig)
+{
+	const struct remu_opcode_info *info = &remu_opcode[remu_cb(skb)->opcode];
+	struct remu_atmeth *a = remu_pkt_hdr_of(skb, info, REMU_HDR_ATMETH);
+	u64 va = remu_atmeth_va(a);
+	struct remu_mr *mr;
+	int err;
+
+	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_ATOMIC))
+		return REMU_AETH_NAK_REM_ACC_ERR;
+	if (va & 7)
+		return REMU_AETH_NAK_INVALID_REQ;
+	mr = remu_mr_lookup(qp->rdev, remu_atmeth_rkey(a), REMU_RKEY);
+	if (!mr)
+		return REMU_AETH_NAK_REM_ACC_ERR;
+	err = remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd), va, 8,
+			    IB_ACCESS_REMOTE_ATOMIC);
+	if (!err) {
+		if (remu_cb(skb)->opcode == IB_OPCODE_RC_COMPARE_SWAP)
+			err = remu_mr_atomic(mr, va, REMU_ATOMIC_CMP_SWP,
+					     remu_atmeth_compare(a),
+					     remu_atmeth_swap_add(a), orig);
+		else
+			err = remu_mr_atomic(mr, va, REMU_ATOMIC_FETCH_ADD,
+					     remu_atmeth_swap_add(a), 0, orig);
+	}
+	remu_mr_put(mr);
+	if (err == -EINVAL)
+		return REMU_AETH_NAK_INVALID_REQ;
+	return err ? REMU_AETH_NAK_REM_ACC_ERR : 0;
+}
+
+/* the opcode continues the message in progress, or starts one */
+static bool remu_resp_seq_ok(struct remu_qp *qp, u32 flags)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	bool cont = !(flags & REMU_OP_FIRST);	/* ONLY includes FIRST */
+
+	if (e->in_send)
+		return cont && (flags & REMU_OP_SEND);
+	if (e->in_write)
+		return cont && (flags & REMU_OP_WRITE);
+	return !cont;
+}
+
+void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
+{
+	struct remu_skb_cb *cb = remu_cb(skb);
+	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
+	struct remu_bth *bth = (struct remu_bth *)skb->data;
+	struct remu_qp_eng *e = &qp->eng;
+	enum ib_qp_type type = qp->ib_qp.qp_type;
+	bool rc = type == IB_QPT_RC, end;
+	u32 psn = cb->psn;
+	u64 orig = 0;
+	s32 d;
+	u8 syn;
+	int err;
+
+	if (READ_ONCE(qp->state) == IB_QPS_INIT)
+		goto drop;
+	if (skb_linearize(skb))
+		goto drop;
+	bth = (struct remu_bth *)skb->data;
+
+	if (type == IB_QPT_UD) {
+		struct remu_deth *deth = remu_pkt_hdr_of(skb, info,
+							 REMU_HDR_DETH);
+
+		if (!deth || remu_deth_qkey(deth) != qp->attr.qkey)
+			goto drop;
+		if (!remu_resp_get_rwqe(qp))
+			goto drop;
+		if (!remu_resp_send(qp, skb))
+			goto drop;
+		/* local error on UD: completed with an error, QP goes on */
+		goto drop;
+	}
+
+	d = remu_psn_diff(psn, e->rpsn);
+	if (rc && d < 0) {
+		remu_count(qp->rdev, REMU_CNT_DUP_REQ);
+		if (info->flags & REMU_OP_READ)
+			remu_resp_read(qp, skb, psn);
+		else if (!(info->flags & REMU_OP_ATOMIC))
+			remu_resp_ack(qp, (e->rpsn - 1) & REMU_PSN_MASK,
+				      REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
+				      false, 0);
+		goto drop;
+	}
+	if (rc && d > 0) {
+		remu_count(qp->rdev, REMU_CNT_OUT_OF_SEQ_REQ);
+		if (!e->nak_sent) {
+			e->nak_sent = true;
+			remu_resp_ack(qp, e->rpsn, REMU_AETH_NAK_PSN_SEQ_ERR,
+				      false, 0);
+		}
+		goto drop;
+	}
+	if (!rc && d) {
+		/* UC: a lost packet ends the message in progress */
+		e->in_send = false;
+		e->in_write = false;
+		e->roff = 0;
+		e->rpsn = psn;
+		if (!(info->flags & (REMU_OP_FIRST | REMU_OP_ONLY)))
+			goto next;
+	}
+	e->nak_sent = false;
+	if (!remu_resp_seq_ok(qp, info->flags)) {
+		if (rc) {
+			remu_resp_fatal(qp, psn, REMU_AETH_NAK_INVALID_REQ);
+			goto drop;
+		}
+		e->in_send = false;
+		e->in_write = false;
+		goto next;
+	}
+	end = info->flags & (REMU_OP_LAST | REMU_OP_ONLY);
+
+	if (info->flags & REMU_OP_SEND) {
+		if ((info->flags & REMU_OP_FIRST) &&
+		    !remu_resp_get_rwqe(qp)) {
+			if (rc) {
+				remu_count(qp->rdev, REMU_CNT_RCV_RNR);
+				remu_resp_ack(qp, psn, REMU_AETH_RNR_NAK |
+					      (qp->attr.min_rnr_timer & 0x1f),
+					      false, 0);
+			}
+			goto drop;
+		}
+		err = remu_resp_send(qp, skb);
+		if (err) {
+			e->in_send = false;
+			if (rc)
+				remu_resp_fatal(qp, psn, err == -EMSGSIZE ?
+						REMU_AETH_NAK_INVALID_REQ :
+						REMU_AETH_NAK_REM_OP_ERR);
+			else
+				remu_qp_error(qp);
+			goto drop;
+		}
+		e->in_send = !end;
+	} else if (info->flags & REMU_OP_WRITE) {
+		if ((info->flags & REMU_OP_IMM) && !remu_resp_get_rwqe(qp)) {
+			if (rc) {
+				remu_count(qp->rdev, REMU_CNT_RCV_RNR);
+				remu_resp_ack(qp, psn, REMU_AETH_RNR_NAK |
+					      (qp->attr.min_rnr_timer & 0x1f),
+					      false, 0);
+			}
+			goto drop;
+		}
+		err = remu_resp_write(qp, skb);
+		if (err) {
+			e->in_write = false;
+			if (rc)
+				remu_resp_fatal(qp, psn, err == -EACCES ?
+						REMU_AETH_NAK_REM_ACC_ERR :
+						REMU_AETH_NAK_INVALID_REQ);
+			else
+				remu_qp_error(qp);
+			goto drop;
+		}
+		e->in_write = !end;
+		if (end && (info->flags & REMU_OP_IMM))
+			remu_resp_complete(qp, skb, IB_WC_SUCCESS,
+					   IB_WC_RECV_RDMA_WITH_IMM, e->wr_len);
+	} else if (info->flags & REMU_OP_READ) {
+		struct remu_reth *reth = remu_pkt_hdr_of(skb, info,
+							 REMU_HDR_RETH);
+		u32 n = max_t(u32, 1, DIV_ROUND_UP(remu_reth_len(reth),
+						   e->mtu));
+
+		syn = remu_resp_read(qp, skb, psn);
+		if (syn) {
+			remu_resp_fatal(qp, psn, syn);
+			goto drop;
+		}
+		e->msn++;
+		e->rpsn = (psn + n) & REMU_PSN_MASK;
+		goto drop;
+	} else if (info->flags & REMU_OP_ATOMIC) {
+		syn = remu_resp_atomic(qp, skb, &orig);
+		if (syn) {
+			remu_resp_fatal(qp, psn, syn);
+			goto drop;
+		}
+		e->msn++;
+		e->rpsn = (psn + 1) & REMU_PSN_MASK;
+		remu_resp_ack(qp, psn, REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
+			      true, orig);
+		goto drop;
+	}
+	if (end)
+		e->msn++;
+	if (rc && remu_bth_ack_req(bth))
+		remu_resp_ack(qp, psn, REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
+			      false, 0);
+next:
+	e->rpsn = (psn + 1) & REMU_PSN_MASK;
+drop:
+	kfree_skb(skb);
+}
