@@ -6,8 +6,15 @@
  * moves patterned data with SEND/RECV, RDMA WRITE and RDMA READ using
  * three SGEs on each side at unaligned addresses, for lengths that are
  * not multiples of the MTU (1, 4095, 4097, 65537, 1 MiB), comparing every
- * byte and the completions' byte_len.
+ * byte and the completions' byte_len.  Then the rest of the data path:
+ * immediate data (SEND_WITH_IMM, RDMA_WRITE_WITH_IMM), inline sends up to
+ * max_inline, atomics (FETCH_ADD and CMP_SWP value for value, 2 x 500
+ * concurrent FETCH_ADDs from two QPs, a misaligned target), the error
+ * completions (bad lkey, bad rkey, out of bounds, missing remote right:
+ * exact status, the rest flushed) and RNR (retried until a receive is
+ * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR).
  */
+#include <endian.h>
 #include <errno.h>
 #include <stdint.h>
 #include <time.h>
@@ -23,6 +30,8 @@ struct side {
 	struct ibv_pd *pd;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
+	struct ibv_cq *cq2;	/* a second QP, for the two-QP tests */
+	struct ibv_qp *qp2;
 	struct ibv_mr *mr;
 	uint8_t *buf;
 	union ibv_gid gid;
@@ -47,7 +56,8 @@ static int side_open(struct side *s, const char *dev)
 	if (!s->cq || !s->buf)
 		return -1;
 	s->mr = ibv_reg_mr(s->pd, s->buf, BUF_SIZE, IBV_ACCESS_LOCAL_WRITE |
-			   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+			   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			   IBV_ACCESS_REMOTE_ATOMIC);
 	ia.send_cq = s->cq;
 	ia.recv_cq = s->cq;
 	ia.qp_type = IBV_QPT_RC;
@@ -55,24 +65,31 @@ static int side_open(struct side *s, const char *dev)
 	ia.cap.max_recv_wr = 16;
 	ia.cap.max_send_sge = 4;
 	ia.cap.max_recv_sge = 4;
+	ia.cap.max_inline_data = 256;
 	s->qp = s->mr ? ibv_create_qp(s->pd, &ia) : NULL;
-	return s->qp ? 0 : -1;
+	s->cq2 = s->qp ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
+	ia.send_cq = s->cq2;
+	ia.recv_cq = s->cq2;
+	s->qp2 = s->cq2 ? ibv_create_qp(s->pd, &ia) : NULL;
+	return s->qp2 ? 0 : -1;
 }
 
-static int side_connect(struct side *s, struct side *peer)
+static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
+		      struct side *peer, int rnr_retry)
 {
 	struct ibv_qp_attr a = {};
 
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_REMOTE_ATOMIC;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		return -1;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTR;
 	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
-	a.dest_qp_num = peer->qp->qp_num;
+	a.dest_qp_num = pqp->qp_num;
 	a.rq_psn = 0x123;
 	a.max_dest_rd_atomic = 4;
 	a.min_rnr_timer = 1;
@@ -81,7 +98,7 @@ static int side_connect(struct side *s, struct side *peer)
 	a.ah_attr.grh.sgid_index = GID_INDEX;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV |
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
 			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		return -1;
@@ -90,15 +107,27 @@ static int side_connect(struct side *s, struct side *peer)
 	a.sq_psn = 0x123;
 	a.timeout = 14;
 	a.retry_cnt = 7;
-	a.rnr_retry = 7;
+	a.rnr_retry = rnr_retry;
 	a.max_rd_atomic = 4;
-	return ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
 			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
+/* both QPs of @s to those of @peer; qp2 with rnr_retry 0 */
+static int side_connect(struct side *s, struct side *peer)
+{
+	if (qp_connect(s->qp, s, peer->qp, peer, 7))
+		return -1;
+	return qp_connect(s->qp2, s, peer->qp2, peer, 0);
+}
+
 static void side_close(struct side *s)
 {
+	if (s->qp2)
+		ibv_destroy_qp(s->qp2);
+	if (s->cq2)
+		ibv_destroy_cq(s->cq2);
 	if (s->qp)
 		ibv_destroy_qp(s->qp);
 	if (s->mr)
@@ -294,6 +323,529 @@ TEST_F(dp, rdma_read)
 		EXPECT_EQ(IBV_WC_RDMA_READ, wc.opcode);
 		EXPECT_EQ(-1, cmp_sges(rs, ls)) TH_LOG("len %u", lens[i]);
 	}
+}
+
+static int post1(struct ibv_qp *qp, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+
+	return ibv_post_send(qp, wr, &bad);
+}
+
+static int post_recv1(struct ibv_qp *qp, uint64_t wr_id, struct ibv_sge *sge,
+		      int nsge)
+{
+	struct ibv_recv_wr rwr = { .wr_id = wr_id, .sg_list = sge,
+				   .num_sge = nsge }, *bad;
+
+	return ibv_post_recv(qp, &rwr, &bad);
+}
+
+/* SEND_WITH_IMM: the immediate, its flag and the data at the receiver */
+TEST_F(dp, send_with_imm)
+{
+	static const uint32_t ilens[] = { 0, 1, 4097, 65537 };
+	struct ibv_sge ss[3], rs[3];
+	struct ibv_wc wc;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(ilens) / sizeof(ilens[0]); i++) {
+		struct ibv_send_wr swr = { .wr_id = 500 + i, .sg_list = ss,
+					   .num_sge = 3,
+					   .opcode = IBV_WR_SEND_WITH_IMM,
+					   .send_flags = IBV_SEND_SIGNALED,
+					   .imm_data = htobe32(0xa5000000 + i) };
+
+		make_sges(&self->a, ilens[i], 0, ss);
+		make_sges(&self->b, ilens[i], 1, rs);
+		fill_sges(ss, 3 + i);
+		memset(self->b.buf, 0xee, BUF_SIZE);
+		ASSERT_EQ(0, post_recv1(self->b.qp, 600 + i, rs, 3));
+		ASSERT_EQ(0, post1(self->a.qp, &swr));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+		EXPECT_EQ(500 + i, wc.wr_id);
+		EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+		EXPECT_EQ(600 + i, wc.wr_id);
+		EXPECT_EQ(IBV_WC_RECV, wc.opcode);
+		EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+		EXPECT_EQ(htobe32(0xa5000000 + i), wc.imm_data);
+		EXPECT_EQ(ilens[i], wc.byte_len);
+		EXPECT_EQ(-1, cmp_sges(ss, rs)) TH_LOG("len %u", ilens[i]);
+	}
+	/* a plain SEND after them carries no immediate */
+	{
+		struct ibv_send_wr swr = { .wr_id = 1, .sg_list = ss,
+					   .num_sge = 3, .opcode = IBV_WR_SEND,
+					   .send_flags = IBV_SEND_SIGNALED };
+
+		make_sges(&self->a, 100, 0, ss);
+		make_sges(&self->b, 100, 1, rs);
+		ASSERT_EQ(0, post_recv1(self->b.qp, 2, rs, 3));
+		ASSERT_EQ(0, post1(self->a.qp, &swr));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+		EXPECT_EQ(IBV_WC_RECV, wc.opcode);
+		EXPECT_FALSE(wc.wc_flags & IBV_WC_WITH_IMM);
+		EXPECT_EQ(100, wc.byte_len);
+	}
+}
+
+/* RDMA_WRITE_WITH_IMM: data placed, the immediate consumes a receive */
+TEST_F(dp, write_with_imm)
+{
+	static const uint32_t ilens[] = { 0, 1, 4097, 1 << 20 };
+	struct ibv_sge ss[3], rs[3];
+	struct ibv_wc wc;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(ilens) / sizeof(ilens[0]); i++) {
+		struct ibv_send_wr swr = { .wr_id = 700 + i, .sg_list = ss,
+					   .num_sge = 3,
+					   .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+					   .send_flags = IBV_SEND_SIGNALED,
+					   .imm_data = htobe32(0x5a000000 + i) };
+		struct ibv_sge junk = { (uintptr_t)self->b.buf + BUF_SIZE - 64,
+					64, self->b.mr->lkey };
+
+		make_sges(&self->a, ilens[i], 0, ss);
+		fill_sges(ss, 17 + i);
+		memset(self->b.buf, 0xee, BUF_SIZE);
+		rs[0] = (struct ibv_sge){ (uintptr_t)self->b.buf + 5, ilens[i], 0 };
+		rs[1] = (struct ibv_sge){ 0, 0, 0 };
+		rs[2] = (struct ibv_sge){ 0, 0, 0 };
+		swr.wr.rdma.remote_addr = rs[0].addr;
+		swr.wr.rdma.rkey = self->b.mr->rkey;
+		/* alternately a receive with no SGE and one with an SGE */
+		ASSERT_EQ(0, post_recv1(self->b.qp, 800 + i, &junk, i & 1));
+		ASSERT_EQ(0, post1(self->a.qp, &swr));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+		EXPECT_EQ(700 + i, wc.wr_id);
+		EXPECT_EQ(IBV_WC_RDMA_WRITE, wc.opcode);
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+		EXPECT_EQ(800 + i, wc.wr_id);
+		EXPECT_EQ(IBV_WC_RECV_RDMA_WITH_IMM, wc.opcode);
+		EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+		EXPECT_EQ(htobe32(0x5a000000 + i), wc.imm_data);
+		EXPECT_EQ(ilens[i], wc.byte_len);
+		EXPECT_EQ(-1, cmp_sges(ss, rs)) TH_LOG("len %u", ilens[i]);
+		EXPECT_EQ(0xee, self->b.buf[4]);
+		EXPECT_EQ(0xee, self->b.buf[5 + ilens[i]]);
+		/* the receive's buffer is untouched */
+		EXPECT_EQ(0xee, self->b.buf[BUF_SIZE - 64]);
+		EXPECT_EQ(0xee, self->b.buf[BUF_SIZE - 1]);
+	}
+}
+
+/* inline sends up to max_inline; the buffer is reusable once posted */
+TEST_F(dp, inline_send)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_sge ss[2], rs[3];
+	uint8_t src[1024], want[1024];
+	struct ibv_wc wc;
+	uint32_t max, ilens[4];
+	unsigned int i;
+
+	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &qa, IBV_QP_CAP, &ia));
+	max = qa.cap.max_inline_data;
+	ASSERT_GE(max, 256);
+	ASSERT_LE(max, sizeof(src));
+	ilens[0] = 1;
+	ilens[1] = 63;
+	ilens[2] = max - 1;
+	ilens[3] = max;
+	for (i = 0; i < 4; i++) {
+		struct ibv_send_wr swr = { .wr_id = 900 + i, .sg_list = ss,
+					   .num_sge = 2, .opcode = IBV_WR_SEND,
+					   .send_flags = IBV_SEND_SIGNALED |
+							 IBV_SEND_INLINE };
+		uint32_t l0 = ilens[i] / 3;
+
+		for (uint32_t j = 0; j < ilens[i]; j++)
+			src[j] = want[j] = (uint8_t)(j * 7 + i + 1);
+		/* not in any MR, no lkey: inline data is copied at post */
+		ss[0] = (struct ibv_sge){ (uintptr_t)src, l0, 0 };
+		ss[1] = (struct ibv_sge){ (uintptr_t)src + l0, ilens[i] - l0,
+					  0xdeadbeef };
+		make_sges(&self->b, ilens[i], 1, rs);
+		memset(self->b.buf, 0xee, BUF_SIZE);
+		ASSERT_EQ(0, post_recv1(self->b.qp, 1000 + i, rs, 3));
+		ASSERT_EQ(0, post1(self->a.qp, &swr));
+		memset(src, 0, sizeof(src));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+		EXPECT_EQ(900 + i, wc.wr_id);
+		EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+		EXPECT_EQ(1000 + i, wc.wr_id);
+		EXPECT_EQ(ilens[i], wc.byte_len);
+		ss[0] = (struct ibv_sge){ (uintptr_t)want, ilens[i], 0 };
+		ss[1] = (struct ibv_sge){ 0, 0, 0 };
+		{
+			struct ibv_sge w3[3] = { ss[0], ss[1], ss[1] };
+
+			EXPECT_EQ(-1, cmp_sges(w3, rs)) TH_LOG("len %u",
+							      ilens[i]);
+		}
+	}
+	/* one byte more than max_inline is refused at post */
+	{
+		struct ibv_send_wr swr = { .sg_list = ss, .num_sge = 1,
+					   .opcode = IBV_WR_SEND,
+					   .send_flags = IBV_SEND_INLINE };
+
+		ss[0] = (struct ibv_sge){ (uintptr_t)src, max + 1, 0 };
+		EXPECT_NE(0, post1(self->a.qp, &swr));
+	}
+}
+
+/* FETCH_ADD and CMP_SWP: the old value comes back, the new one stays */
+TEST_F(dp, atomics)
+{
+	uint64_t *local = (uint64_t *)(self->a.buf + 64);
+	uint64_t *remote = (uint64_t *)(self->b.buf + 128);
+	struct ibv_sge sge = { (uintptr_t)local, 8, self->a.mr->lkey };
+	struct ibv_send_wr swr = { .wr_id = 77, .sg_list = &sge,
+				   .num_sge = 1,
+				   .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_wc wc;
+
+	swr.wr.atomic.remote_addr = (uintptr_t)remote;
+	swr.wr.atomic.rkey = self->b.mr->rkey;
+
+	*remote = 0x1122334455667788ull;
+	*local = 0;
+	swr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	swr.wr.atomic.compare_add = 0x0100000000000023ull;
+	ASSERT_EQ(0, post1(self->a.qp, &swr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_FETCH_ADD, wc.opcode);
+	EXPECT_EQ(77, wc.wr_id);
+	EXPECT_EQ(8, wc.byte_len);
+	EXPECT_EQ(0x1122334455667788ull, *local);
+	EXPECT_EQ(0x12223344556677abull, *remote);
+
+	/* compare matches: swapped */
+	*local = 0;
+	swr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	swr.wr.atomic.compare_add = 0x12223344556677abull;
+	swr.wr.atomic.swap = 0xfedcba9876543210ull;
+	ASSERT_EQ(0, post1(self->a.qp, &swr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_COMP_SWAP, wc.opcode);
+	EXPECT_EQ(8, wc.byte_len);
+	EXPECT_EQ(0x12223344556677abull, *local);
+	EXPECT_EQ(0xfedcba9876543210ull, *remote);
+
+	/* compare differs: left alone, the old value still returned */
+	*local = 0;
+	swr.wr.atomic.compare_add = 5;
+	swr.wr.atomic.swap = 6;
+	ASSERT_EQ(0, post1(self->a.qp, &swr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_COMP_SWAP, wc.opcode);
+	EXPECT_EQ(0xfedcba9876543210ull, *local);
+	EXPECT_EQ(0xfedcba9876543210ull, *remote);
+
+	/* a wrapping add, then the same value read back by RDMA READ */
+	*local = 0;
+	swr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	swr.wr.atomic.compare_add = 0x0123456789abcdf0ull;
+	ASSERT_EQ(0, post1(self->a.qp, &swr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(0xfedcba9876543210ull, *local);
+	EXPECT_EQ(0x0000000000000000ull, *remote);
+}
+
+/* 2 x 500 FETCH_ADD(1) from two QPs on one word: every old value once */
+TEST_F(dp, atomics_concurrent)
+{
+	uint64_t *remote = (uint64_t *)(self->b.buf + 4096);
+	uint64_t *res = (uint64_t *)(self->a.buf + 8192);
+	static uint8_t seen[1000];
+	struct ibv_qp *qps[2] = { self->a.qp, self->a.qp2 };
+	struct ibv_cq *cqs[2] = { self->a.cq, self->a.cq2 };
+	struct ibv_wc wc;
+	int q, k, n, batch = 8;
+
+	memset(seen, 0, sizeof(seen));
+	*remote = 0;
+	for (n = 0; n < 500; n += batch) {
+		for (q = 0; q < 2; q++)
+			for (k = 0; k < batch; k++) {
+				int slot = q * 500 + n + k;
+				struct ibv_sge sge = { (uintptr_t)&res[slot], 8,
+						       self->a.mr->lkey };
+				struct ibv_send_wr swr = {
+					.wr_id = slot, .sg_list = &sge,
+					.num_sge = 1,
+					.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+					.send_flags = IBV_SEND_SIGNALED };
+
+				if (n + k >= 500)
+					continue;
+				res[slot] = ~0ull;
+				swr.wr.atomic.remote_addr = (uintptr_t)remote;
+				swr.wr.atomic.rkey = self->b.mr->rkey;
+				swr.wr.atomic.compare_add = 1;
+				ASSERT_EQ(0, post1(qps[q], &swr));
+			}
+		for (q = 0; q < 2; q++)
+			for (k = 0; k < batch && n + k < 500; k++) {
+				ASSERT_EQ(IBV_WC_SUCCESS,
+					  poll_one(cqs[q], &wc));
+				EXPECT_EQ(IBV_WC_FETCH_ADD, wc.opcode);
+			}
+	}
+	EXPECT_EQ(1000, *remote);
+	for (k = 0; k < 1000; k++) {
+		ASSERT_LT(res[k], 1000) TH_LOG("slot %d", k);
+		EXPECT_EQ(0, seen[res[k]]) TH_LOG("old value %lu twice",
+						  (unsigned long)res[k]);
+		seen[res[k]] = 1;
+	}
+}
+
+/* an atomic on a misaligned address is an invalid request; the QP errs */
+TEST_F(dp, atomic_misaligned)
+{
+	uint64_t *local = (uint64_t *)(self->a.buf + 64);
+	struct ibv_sge sge = { (uintptr_t)local, 8, self->a.mr->lkey };
+	struct ibv_send_wr swr[2] = {
+		{ .wr_id = 1, .sg_list = &sge, .num_sge = 1, .next = &swr[1],
+		  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+		  .send_flags = IBV_SEND_SIGNALED },
+		{ .wr_id = 2, .sg_list = &sge, .num_sge = 1,
+		  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+		  .send_flags = IBV_SEND_SIGNALED } };
+	struct ibv_wc wc;
+	int i;
+
+	memset(self->b.buf, 0, 256);
+	swr[0].wr.atomic.remote_addr = (uintptr_t)self->b.buf + 132;
+	swr[0].wr.atomic.rkey = self->b.mr->rkey;
+	swr[0].wr.atomic.compare_add = 1;
+	swr[1].wr.atomic = swr[0].wr.atomic;
+	swr[1].wr.atomic.remote_addr = (uintptr_t)self->b.buf + 128;
+	ASSERT_EQ(0, post1(self->a.qp, swr));
+	EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(1, wc.wr_id);
+	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(2, wc.wr_id);
+	for (i = 0; i < 256; i++)
+		ASSERT_EQ(0, self->b.buf[i]) TH_LOG("byte %d", i);
+}
+
+/*
+ * Post @wr (and a second WRITE after it) on a's QP; the first completes
+ * with @status, the second is flushed.
+ */
+static void expect_err_on(struct __test_metadata *_metadata, struct side *a,
+			  struct ibv_qp *qp, struct ibv_cq *cq,
+			  struct ibv_send_wr *wr, int status)
+{
+	struct ibv_sge sge = { (uintptr_t)a->buf, 16, a->mr->lkey };
+	struct ibv_send_wr next = { .wr_id = 99, .sg_list = &sge,
+				    .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+				    .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr ia;
+	struct ibv_wc wc;
+
+	next.wr.rdma = wr->wr.rdma;
+	wr->next = &next;
+	wr->wr_id = 98;
+	wr->send_flags |= IBV_SEND_SIGNALED;
+	ASSERT_EQ(0, post1(qp, wr));
+	EXPECT_EQ(status, poll_one(cq, &wc));
+	EXPECT_EQ(98, wc.wr_id);
+	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, poll_one(cq, &wc));
+	EXPECT_EQ(99, wc.wr_id);
+	ASSERT_EQ(0, ibv_query_qp(qp, &qa, IBV_QP_STATE, &ia));
+	EXPECT_EQ(IBV_QPS_ERR, qa.qp_state);
+}
+
+#define expect_err(_m, a, wr, status) \
+	expect_err_on(_m, a, (a)->qp, (a)->cq, wr, status)
+
+TEST_F(dp, err_bad_lkey)
+{
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 100,
+			       self->a.mr->lkey ^ 0x80 };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND };
+	struct ibv_sge rs = { (uintptr_t)self->b.buf, 100, self->b.mr->lkey };
+
+	ASSERT_EQ(0, post_recv1(self->b.qp, 5, &rs, 1));
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	wr.wr.rdma.rkey = self->b.mr->rkey;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_LOC_PROT_ERR);
+}
+
+TEST_F(dp, err_lkey_out_of_bounds)
+{
+	struct ibv_sge sge = { (uintptr_t)self->a.buf + BUF_SIZE - 10, 100,
+			       self->a.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE };
+
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	wr.wr.rdma.rkey = self->b.mr->rkey;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_LOC_PROT_ERR);
+}
+
+TEST_F(dp, err_bad_rkey)
+{
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 100, self->a.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE };
+
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	wr.wr.rdma.rkey = self->b.mr->rkey ^ 0x80;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
+}
+
+TEST_F(dp, err_remote_out_of_bounds)
+{
+	int i;
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 100, self->a.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE };
+
+	memset(self->b.buf + BUF_SIZE - 64, 0xee, 64);
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf + BUF_SIZE - 10;
+	wr.wr.rdma.rkey = self->b.mr->rkey;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
+	for (i = 0; i < 64; i++)
+		ASSERT_EQ(0xee, self->b.buf[BUF_SIZE - 64 + i]);
+}
+
+TEST_F(dp, err_read_out_of_bounds)
+{
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 100, self->a.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_READ };
+
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf - 4;
+	wr.wr.rdma.rkey = self->b.mr->rkey;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
+}
+
+/* an MR with REMOTE_READ only refuses WRITE and atomics */
+TEST_F(dp, err_no_remote_right)
+{
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 8, self->a.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE };
+	struct ibv_mr *ro;
+	int j;
+
+	ro = ibv_reg_mr(self->b.pd, self->b.buf, 8192, IBV_ACCESS_REMOTE_READ);
+	ASSERT_NE(NULL, ro);
+	memset(self->b.buf, 0x3c, 64);
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	wr.wr.rdma.rkey = ro->rkey;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
+
+	/* the first QP pair is in ERR now: the atomic on the second */
+	memset(&wr, 0, sizeof(wr));
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.wr.atomic.remote_addr = (uintptr_t)self->b.buf;
+	wr.wr.atomic.rkey = ro->rkey;
+	wr.wr.atomic.compare_add = 1;
+	expect_err_on(_metadata, &self->a, self->a.qp2, self->a.cq2, &wr,
+		      IBV_WC_REM_ACCESS_ERR);
+	for (j = 0; j < 64; j++)
+		ASSERT_EQ(0x3c, self->b.buf[j]);
+	ibv_dereg_mr(ro);
+}
+
+/* READ from an MR with no REMOTE_READ */
+TEST_F(dp, err_read_no_right)
+{
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 100, self->a.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_READ };
+	struct ibv_mr *wo;
+
+	wo = ibv_reg_mr(self->b.pd, self->b.buf, 8192,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	ASSERT_NE(NULL, wo);
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	wr.wr.rdma.rkey = wo->rkey;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
+	ibv_dereg_mr(wo);
+}
+
+/* a port counter of @dev, from sysfs; -1 if unreadable */
+static long hw_counter(const char *dev, const char *name)
+{
+	char path[256];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev, name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* RNR: no receive yet; RC retries until one is posted */
+TEST_F(dp, rnr_retry)
+{
+	long rnr0 = hw_counter(variant->dev_a, "send_rnr_err");
+
+	struct ibv_sge ss[3], rs[3];
+	struct ibv_send_wr swr = { .wr_id = 11, .sg_list = ss, .num_sge = 3,
+				   .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED };
+	struct timespec d = { 0, 200 * 1000 * 1000 };
+	struct ibv_wc wc;
+
+	make_sges(&self->a, 5000, 0, ss);
+	make_sges(&self->b, 5000, 1, rs);
+	fill_sges(ss, 42);
+	memset(self->b.buf, 0xee, BUF_SIZE);
+	ASSERT_EQ(0, post1(self->a.qp, &swr));
+	nanosleep(&d, NULL);
+	EXPECT_EQ(0, ibv_poll_cq(self->a.cq, 1, &wc));
+	EXPECT_EQ(0, ibv_poll_cq(self->b.cq, 1, &wc));
+	ASSERT_EQ(0, post_recv1(self->b.qp, 12, rs, 3));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(11, wc.wr_id);
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+	EXPECT_EQ(12, wc.wr_id);
+	EXPECT_EQ(5000, wc.byte_len);
+	EXPECT_EQ(-1, cmp_sges(ss, rs));
+	/* and it was RNR NAKed, not held: the sender counted RNR NAKs */
+	ASSERT_GE(rnr0, 0);
+	EXPECT_GT(hw_counter(variant->dev_a, "send_rnr_err"), rnr0);
+}
+
+/* RNR with rnr_retry 0 (the second QP pair): RNR_RETRY_EXC_ERR at once */
+TEST_F(dp, rnr_retry_exceeded)
+{
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 100, self->a.mr->lkey };
+	struct ibv_send_wr swr[2] = {
+		{ .wr_id = 21, .sg_list = &sge, .num_sge = 1, .next = &swr[1],
+		  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
+		{ .wr_id = 22, .sg_list = &sge, .num_sge = 1,
+		  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED } };
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, post1(self->a.qp2, swr));
+	EXPECT_EQ(IBV_WC_RNR_RETRY_EXC_ERR, poll_one(self->a.cq2, &wc));
+	EXPECT_EQ(21, wc.wr_id);
+	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, poll_one(self->a.cq2, &wc));
+	EXPECT_EQ(22, wc.wr_id);
 }
 
 TEST_HARNESS_MAIN

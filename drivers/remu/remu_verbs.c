@@ -21,7 +21,7 @@
  * @rdev: the device, before registration
  *
  * Only what remu implements is reported; everything a later feature adds
- * (MRs, atomics, ODP, device memory...) stays zero until it works.
+ * (ODP, device memory, masked atomics...) stays zero until it works.
  */
 void remu_init_attr(struct remu_dev *rdev)
 {
@@ -50,7 +50,8 @@ void remu_init_attr(struct remu_dev *rdev)
 	a->max_srq_sge = REMU_MAX_SRQ_SGE;
 	a->max_ah = REMU_MAX_AH;
 	a->kernel_cap_flags = IBK_ALLOW_USER_UNREG;
-	a->atomic_cap = IB_ATOMIC_NONE;
+	/* one lock per device serialises its atomics (remu_mr_atomic) */
+	a->atomic_cap = IB_ATOMIC_HCA;
 	a->masked_atomic_cap = IB_ATOMIC_NONE;
 	addrconf_addr_eui48((unsigned char *)&a->sys_image_guid,
 			    rdev->ndev->dev_addr);
