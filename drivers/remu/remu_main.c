@@ -8,7 +8,8 @@
  * until one of: `rdma link delete NAME` (the RDMA core unregisters it),
  * its netdev going away (NETDEV_UNREGISTER queues the unregistration), or
  * module exit.  In every case the core calls remu_dealloc_driver() last,
- * which takes the device off remu_dev_list and drops the netdev reference.
+ * which takes the device off remu_dev_list, releases its namespace's
+ * RoCEv2 UDP sockets (remu_net.c) and drops the netdev reference.
  *
  * Locking: remu_dev_lock (a mutex) protects remu_dev_list.  The netdev
  * notifier runs under rtnl_lock and takes remu_dev_lock inside it; nothing

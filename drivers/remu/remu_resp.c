@@ -58,6 +58,14 @@ static void remu_resp_fatal(struct remu_qp *qp, u32 psn, u8 syn)
 }
 
 /* take a receive WQE into qp->eng.rwqe; false if none */
+/* No receive WQE for a SEND or WRITE_WITH_IMM on RC: ask for a retry. */
+static void remu_resp_rnr_nak(struct remu_qp *qp, u32 psn)
+{
+	remu_count(qp->rdev, REMU_CNT_RCV_RNR);
+	remu_resp_ack(qp, psn, REMU_AETH_RNR_NAK |
+		      (qp->attr.min_rnr_timer & 0x1f), false, 0);
+}
+
 static bool remu_resp_get_rwqe(struct remu_qp *qp)
 {
 	struct remu_qp_eng *e = &qp->eng;
@@ -434,45 +442,32 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	if (info->flags & REMU_OP_SEND) {
 		if ((info->flags & REMU_OP_FIRST) &&
 		    !remu_resp_get_rwqe(qp)) {
-			if (rc) {
-				remu_count(qp->rdev, REMU_CNT_RCV_RNR);
-				remu_resp_ack(qp, psn, REMU_AETH_RNR_NAK |
-					      (qp->attr.min_rnr_timer & 0x1f),
-					      false, 0);
-			}
+			if (rc)
+				remu_resp_rnr_nak(qp, psn);
 			goto drop;
 		}
 		err = remu_resp_send(qp, skb);
 		if (err) {
 			e->in_send = false;
-			if (rc)
-				remu_resp_fatal(qp, psn, err == -EMSGSIZE ?
-						REMU_AETH_NAK_INVALID_REQ :
-						REMU_AETH_NAK_REM_OP_ERR);
-			else
-				remu_qp_error(qp);
+			/* NAKs on RC; every transport goes to ERR */
+			remu_resp_fatal(qp, psn, err == -EMSGSIZE ?
+					REMU_AETH_NAK_INVALID_REQ :
+					REMU_AETH_NAK_REM_OP_ERR);
 			goto drop;
 		}
 		e->in_send = !end;
 	} else if (info->flags & REMU_OP_WRITE) {
 		if ((info->flags & REMU_OP_IMM) && !remu_resp_get_rwqe(qp)) {
-			if (rc) {
-				remu_count(qp->rdev, REMU_CNT_RCV_RNR);
-				remu_resp_ack(qp, psn, REMU_AETH_RNR_NAK |
-					      (qp->attr.min_rnr_timer & 0x1f),
-					      false, 0);
-			}
+			if (rc)
+				remu_resp_rnr_nak(qp, psn);
 			goto drop;
 		}
 		err = remu_resp_write(qp, skb);
 		if (err) {
 			e->in_write = false;
-			if (rc)
-				remu_resp_fatal(qp, psn, err == -EACCES ?
-						REMU_AETH_NAK_REM_ACC_ERR :
-						REMU_AETH_NAK_INVALID_REQ);
-			else
-				remu_qp_error(qp);
+			remu_resp_fatal(qp, psn, err == -EACCES ?
+					REMU_AETH_NAK_REM_ACC_ERR :
+					REMU_AETH_NAK_INVALID_REQ);
 			goto drop;
 		}
 		e->in_write = !end;
