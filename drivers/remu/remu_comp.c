@@ -37,6 +37,14 @@ void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status)
 	}
 	if (sw->valid && sw->rd && qp->eng.rd_out)
 		qp->eng.rd_out--;
+	sw->valid = false;
+	sw->rd = false;
+	/*
+	 * Free the slot before the completion is visible: a consumer that
+	 * polls the CQE may post into the slot at once (a one-deep SQ).
+	 * The CQE is built from the kernel's copy, not the slot.
+	 */
+	remu_queue_consume(&qp->sq.ring);
 	if (status != IB_WC_SUCCESS || qp->sq_sig_all ||
 	    (w->flags & REMU_WQE_SIGNALED)) {
 		cqe.wr_id = w->wr_id;
@@ -46,9 +54,6 @@ void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status)
 		cqe.qp_num = qp->ib_qp.qp_num;
 		remu_cq_post(qp->scq, &cqe, false);
 	}
-	sw->valid = false;
-	sw->rd = false;
-	remu_queue_consume(&qp->sq.ring);
 	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
 }
 

@@ -85,11 +85,27 @@ void remu_eng_reset(struct remu_qp *qp)
 	e->roff = 0;
 }
 
+/*
+ * The path MTU, which both the requester (segmentation) and the responder
+ * (READ responses, from RTR on) use: the QP's path_mtu, or for UD the
+ * port's active MTU.
+ */
+static void remu_eng_set_mtu(struct remu_qp *qp)
+{
+	struct ib_port_attr pa;
+	int mtu = -1;
+
+	if (qp->ib_qp.qp_type != IB_QPT_UD)
+		mtu = ib_mtu_enum_to_int(qp->attr.path_mtu);
+	else if (!ib_query_port(&qp->rdev->ib_dev, 1, &pa))
+		mtu = ib_mtu_enum_to_int(pa.active_mtu);
+	qp->eng.mtu = mtu > 0 ? mtu : 256;
+}
+
 /* modify_qp, under qp->mutex, once the new state is set */
 void remu_eng_modify(struct remu_qp *qp, int next)
 {
 	struct remu_qp_eng *e = &qp->eng;
-	struct ib_port_attr pa;
 
 	switch (next) {
 	case IB_QPS_RESET:
@@ -98,16 +114,10 @@ void remu_eng_modify(struct remu_qp *qp, int next)
 	case IB_QPS_RTR:
 		e->rpsn = qp->attr.rq_psn;
 		e->msn = 0;
+		remu_eng_set_mtu(qp);
 		break;
 	case IB_QPS_RTS:
-		if (qp->ib_qp.qp_type == IB_QPT_UD) {
-			if (!ib_query_port(&qp->rdev->ib_dev, 1, &pa))
-				e->mtu = ib_mtu_enum_to_int(pa.active_mtu);
-		} else {
-			e->mtu = ib_mtu_enum_to_int(qp->attr.path_mtu);
-		}
-		if (!e->mtu)
-			e->mtu = 256;
+		remu_eng_set_mtu(qp);
 		if (!e->st[qp->sq.ring.cons & qp->sq.ring.mask].valid) {
 			e->psn = qp->attr.sq_psn;
 			e->una = e->psn;
