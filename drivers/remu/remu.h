@@ -59,10 +59,27 @@ static inline void remu_count(struct remu_dev *rdev, enum remu_counter c)
 	atomic64_inc(&rdev->counters[c]);
 }
 
-/** struct remu_ucontext - one process's open device context */
+/**
+ * struct remu_ucontext - one process's open device context
+ * @ib_uc:	core object
+ * @umap:	its mappings (remu_umap.c)
+ */
 struct remu_ucontext {
 	struct ib_ucontext ib_uc;
+	struct remu_umap *umap;
 };
+
+static inline struct remu_ucontext *to_remu_uc(struct ib_ucontext *uc)
+{
+	return container_of(uc, struct remu_ucontext, ib_uc);
+}
+
+/* remu_umap.c */
+struct remu_umap *remu_umap_alloc(void);
+void remu_umap_put(struct remu_umap *um);
+int remu_umap_map(struct remu_umap *um, struct vm_area_struct *vma,
+		  struct remu_mmap_entry *me);
+void remu_umap_disassociate(struct remu_umap *um);
 
 /** struct remu_pd - protection domain */
 struct remu_pd {

@@ -27,8 +27,12 @@
  * Lifetime: a kernel ring is vfree()d by remu_queue_destroy().  Once a
  * ring has an mmap entry the entry owns the buffer:
  * remu_queue_destroy() removes the entry, and remu_mmap_free() frees the
- * buffer when the last reference (a pending mmap) is gone.  Mapped pages
- * stay valid for the process until it unmaps them.
+ * buffer when the last reference is gone.  Every mapping of a ring holds
+ * a reference (remu_umap.c), so mapped pages stay valid until the process
+ * unmaps them, or until the mapping is zapped because the device was
+ * disassociated from the process (rdma link delete with the process
+ * alive); the process then sees a page of zeros, which libremu detects
+ * by the ring's magic (uapi remu-abi.h).
  *
  * Locking: none here.  Each index has one writer: callers serialise the
  * producer side and the consumer side of a ring with their own locks
@@ -71,6 +75,7 @@ int remu_queue_init(struct remu_queue *q, u32 min_slots, u32 slot_size,
 		return -ENOMEM;
 	remu_obj_get(REMU_OBJ_RING);
 	q->hdr = q->buf;
+	q->hdr->magic = REMU_RING_MAGIC;
 	q->num_slots = n;
 	q->mask = n - 1;
 	q->slot_size = slot_size;
@@ -143,7 +148,8 @@ int remu_queue_mmap_insert(struct remu_queue *q, struct ib_ucontext *uc,
  * @uc: the user context the offset belongs to
  * @vma: the mapping; its size must be the ring's
  *
- * Return: 0, -EINVAL for an unknown offset or a wrong size or flags.
+ * Return: 0, -EINVAL for an unknown offset or a wrong size or flags,
+ * -EIO once the context is disassociated, -ENOMEM.
  */
 int remu_mmap(struct ib_ucontext *uc, struct vm_area_struct *vma)
 {
@@ -160,7 +166,9 @@ int remu_mmap(struct ib_ucontext *uc, struct vm_area_struct *vma)
 		err = -EINVAL;
 		goto out;
 	}
-	err = remap_vmalloc_range(vma, me->buf, 0);
+	err = remu_umap_map(to_remu_uc(uc)->umap, vma, me);
+	if (!err)
+		return 0;	/* the mapping holds the entry reference */
 out:
 	rdma_user_mmap_entry_put(re);
 	return err;

@@ -5,8 +5,9 @@
  * table that lists every verb remu implements.
  *
  * Locking: the attributes here are fixed at creation or read live from
- * the netdev (under the reference ib_device_get_netdev() takes); PDs and
- * contexts carry no state of their own yet, so nothing here takes a lock.
+ * the netdev (under the reference ib_device_get_netdev() takes); PDs
+ * carry no state of their own; a context's only state is its mapping
+ * tracker (remu_umap.c, its own lock), so nothing here takes a lock.
  */
 #include <linux/sysfs.h>
 #include <net/addrconf.h>
@@ -177,6 +178,7 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 	struct remu_alloc_ucontext_resp resp = {
 		.abi_version = REMU_ABI_VERSION,
 	};
+	struct remu_ucontext *uc = to_remu_uc(uctx);
 	int err;
 
 	if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
@@ -185,13 +187,39 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 			       min_t(size_t, sizeof(resp), udata->outlen));
 	if (err)
 		return err;
+	uc->umap = remu_umap_alloc();
+	if (!uc->umap)
+		return -ENOMEM;
+	/*
+	 * With disassociate_ucontext the core no longer pins the module for
+	 * an open device; remu does, per context, so that rmmod with a live
+	 * user fails with EBUSY (rdma link delete still works: it
+	 * disassociates the context, which drops this reference).
+	 */
+	if (!try_module_get(THIS_MODULE)) {
+		remu_umap_put(uc->umap);
+		return -ENODEV;
+	}
 	remu_obj_get(REMU_OBJ_UCONTEXT);
 	return 0;
 }
 
 static void remu_dealloc_ucontext(struct ib_ucontext *uctx)
 {
+	remu_umap_put(to_remu_uc(uctx)->umap);
 	remu_obj_put(REMU_OBJ_UCONTEXT);
+	module_put(THIS_MODULE);
+}
+
+/*
+ * The device is going away under a live process: the core has destroyed
+ * the context's objects; take its ring mappings back.  The core then
+ * raises IB_EVENT_DEVICE_FATAL and fails the process's further commands
+ * with EIO.
+ */
+static void remu_disassociate_ucontext(struct ib_ucontext *uctx)
+{
+	remu_umap_disassociate(to_remu_uc(uctx)->umap);
 }
 
 static int remu_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
@@ -253,6 +281,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.dealloc_pd = remu_dealloc_pd,
 	.dealloc_ucontext = remu_dealloc_ucontext,
 	.dereg_mr = remu_dereg_mr,
+	.disassociate_ucontext = remu_disassociate_ucontext,
 	.destroy_ah = remu_destroy_ah,
 	.destroy_cq = remu_destroy_cq,
 	.destroy_qp = remu_destroy_qp,

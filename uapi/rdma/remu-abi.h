@@ -52,9 +52,20 @@ struct remu_alloc_ucontext_resp {
  */
 #define REMU_RING_HDR_SIZE 128
 
+/*
+ * magic is written once by the kernel and never by the provider.  When
+ * the device goes away under a live process (rdma link delete, module
+ * removal: disassociation), the core replaces every ring mapping with a
+ * page of zeros, so a provider that no longer reads REMU_RING_MAGIC
+ * there knows the ring is gone and fails the verb instead of reading
+ * junk.
+ */
+#define REMU_RING_MAGIC 0x756d6572	/* "remu" */
+
 struct remu_ring_hdr {
 	__u32 prod;
-	__u32 reserved0[15];
+	__u32 magic;
+	__u32 reserved0[14];
 	__u32 cons;
 	__u32 reserved1[15];
 };

@@ -132,6 +132,9 @@ int remu_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	}
 	if (n)
 		remu_uring_cons_publish(&cq->ring);
+	/* checked after the reads: what they returned may be the dead page */
+	if (remu_uring_dead(&cq->ring))
+		n = -EIO;
 	pthread_spin_unlock(&cq->lock);
 	return n;
 }
@@ -352,6 +355,10 @@ int remu_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 
 	pthread_spin_lock(&qp->sq_lock);
 	for (; wr; wr = wr->next) {
+		if (remu_uring_dead(&qp->sq)) {
+			ret = EIO;
+			break;
+		}
 		slot = remu_uring_prod_slot(&qp->sq);
 		if (!slot) {
 			ret = ENOMEM;
@@ -387,6 +394,8 @@ static int remu_put_recv_wqe(struct remu_uring *r, uint32_t max_sge,
 
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > max_sge)
 		return EINVAL;
+	if (remu_uring_dead(r))
+		return EIO;
 	w = remu_uring_prod_slot(r);
 	if (!w)
 		return ENOMEM;

@@ -80,6 +80,17 @@ static inline void *remu_uring_slot(struct remu_uring *r, uint32_t i)
 	return r->slots + (size_t)(i & r->mask) * r->slot_size;
 }
 
+/*
+ * The ring is gone: the device was removed under the process and the
+ * kernel replaced the mapping with a page of zeros (no magic there).
+ * Callers fail with EIO instead of reading or writing that page.
+ */
+static inline int remu_uring_dead(struct remu_uring *r)
+{
+	return __atomic_load_n(&r->hdr->magic, __ATOMIC_ACQUIRE) !=
+	       REMU_RING_MAGIC;
+}
+
 /* Producer: the slot for the next WQE, or NULL when the ring is full. */
 static inline void *remu_uring_prod_slot(struct remu_uring *r)
 {
