@@ -23,6 +23,7 @@
 #include "remu_opcode.h"
 
 struct remu_qp;
+struct remu_mr;
 
 /* receive queue bound, and the RC window of unacknowledged packets */
 #define REMU_RXQ_MAX		1024
@@ -63,11 +64,35 @@ struct remu_swqe {
 };
 
 /**
+ * struct remu_kreg - a kernel consumer's IB_WR_REG_MR, beside its SQ slot
+ * @mr:		the fast-reg MR (the consumer keeps it until the completion)
+ * @key:	the new lkey == rkey
+ * @access:	IB_ACCESS_* rights of the registration
+ * @iova:	first iova, as ib_map_mr_sg() left it when the WR was posted
+ * @length:	bytes, likewise
+ *
+ * The send WQE format (uapi/rdma/remu-abi.h) is shared with processes and
+ * carries no kernel pointer or key material: a kernel QP keeps one of these
+ * per SQ slot (remu_qp_eng.kreg), written by remu_post_send() before the
+ * slot is produced and read by the requester when it executes the WQE
+ * (the ring's release/acquire order covers it).  User QPs have none, so a
+ * process cannot name a REG_MR.
+ */
+struct remu_kreg {
+	struct remu_mr *mr;
+	u32 key;
+	u32 access;
+	u64 iova;
+	u64 length;
+};
+
+/**
  * struct remu_qp_eng - engine state of a QP (see the top comment)
  * @rxq:	packets queued by remu_rcv() (its own lock: softirq side)
  * @mtu:	path MTU in bytes
  * @st:		requester state per SQ slot
  * @copy:	kernel copy of each SQ slot, taken once before validation
+ * @kreg:	kernel QPs: the REG_MR record of each SQ slot; NULL for user QPs
  * @head:	ring index of the next WQE to send (or continue)
  * @psn:	next request PSN
  * @una:	oldest unacknowledged PSN (RC)
@@ -93,6 +118,7 @@ struct remu_qp_eng {
 
 	struct remu_swqe *st;
 	u8 *copy;
+	struct remu_kreg *kreg;
 	u32 head;
 	u32 psn;
 	u32 una;

@@ -8,7 +8,9 @@
  * Send path: a process writes send WQEs into the mmapped SQ ring and
  * rings the doorbell (a POST_SEND command with no WRs, which the core
  * turns into remu_post_send(qp, NULL)); kernel consumers' remu_post_send()
- * writes the same WQEs into a kernel ring.  Either way qp->send_work is
+ * writes the same WQEs into a kernel ring (an IB_WR_REG_MR's MR, key and
+ * rights go into the slot's kernel-only record, qp->eng.kreg, as the WQE
+ * format is shared with processes).  Either way qp->send_work is
  * queued on remu_wq and runs remu_qp_send_work(): in ERR it flushes, in
  * RTR/RTS/SQD it runs the engines (remu_eng_run(), remu_req.c), which
  * also process the packets remu_rcv() queued.  Receive WQEs wait in the RQ ring (or the SRQ) for the responder;
@@ -404,6 +406,8 @@ u32 remu_wc_opcode(u32 wr_opcode)
 		return IB_WC_FETCH_ADD;
 	case IB_UVERBS_WR_LOCAL_INV:
 		return IB_WC_LOCAL_INV;
+	case IB_WR_REG_MR:
+		return IB_WC_REG_MR;
 	default:
 		return IB_WC_SEND;
 	}
@@ -604,6 +608,7 @@ static bool remu_opcode_ok(enum ib_qp_type type, enum ib_wr_opcode op)
 	case IB_WR_RDMA_WRITE:
 	case IB_WR_RDMA_WRITE_WITH_IMM:
 	case IB_WR_LOCAL_INV:
+	case IB_WR_REG_MR:
 		return type != IB_QPT_UD;
 	case IB_WR_RDMA_READ:
 	case IB_WR_ATOMIC_CMP_AND_SWP:
@@ -611,15 +616,42 @@ static bool remu_opcode_ok(enum ib_qp_type type, enum ib_wr_opcode op)
 	case IB_WR_SEND_WITH_INV:
 		return type == IB_QPT_RC;
 	default:
-		/* REG_MR and the other kernel-only opcodes come with MRs */
+		/* integrity, memory windows, masked atomics: not supported */
 		return false;
 	}
 }
 
-/* Build the WQE for a kernel consumer's @wr into the (kernel) slot @w. */
-static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
-			      struct remu_send_wqe *w)
+/*
+ * A REG_MR's parameters go into the slot's side record @r, not the WQE:
+ * the MR must be a fast-reg MR of this device; its state, PD, key and
+ * rights are checked when the requester executes it, in order.
+ */
+static int remu_fill_reg_mr(struct remu_qp *qp, const struct ib_reg_wr *wr,
+			    struct remu_kreg *r)
 {
+	struct remu_mr *mr;
+
+	if (!wr->mr || wr->mr->device != qp->ib_qp.device)
+		return -EINVAL;
+	mr = to_remu_mr(wr->mr);
+	if (mr->kind != REMU_MR_FAST_REG)
+		return -EINVAL;
+	r->mr = mr;
+	r->key = wr->key;
+	r->access = wr->access;
+	r->iova = wr->mr->iova;
+	r->length = wr->mr->length;
+	return 0;
+}
+
+/*
+ * Build the WQE for a kernel consumer's @wr into the (kernel) slot of
+ * ring index @idx.
+ */
+static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
+			      u32 idx)
+{
+	struct remu_send_wqe *w = remu_queue_slot_at(&qp->sq.ring, idx);
 	struct remu_sge *sge = (struct remu_sge *)(w + 1);
 	u8 *inl = (u8 *)(w + 1);
 	u32 len = 0;
@@ -634,6 +666,14 @@ static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
 			len += wr->sg_list[i].length;
 		if (len > qp->max_inline)
 			return -EINVAL;
+	}
+
+	if (wr->opcode == IB_WR_REG_MR) {
+		int err = remu_fill_reg_mr(qp, reg_wr(wr),
+					   &qp->eng.kreg[idx & qp->sq.ring.mask]);
+
+		if (err)
+			return err;
 	}
 
 	memset(w, 0, sizeof(*w));
@@ -705,7 +745,6 @@ int remu_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	struct remu_qp *qp = to_remu_qp(ibqp);
 	enum ib_qp_state state = READ_ONCE(qp->state);
 	unsigned long flags;
-	void *slot;
 	int err = 0;
 
 	if (!wr) {
@@ -723,12 +762,11 @@ int remu_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 
 	spin_lock_irqsave(&qp->sq.prod_lock, flags);
 	for (; wr; wr = wr->next) {
-		slot = remu_queue_producer_slot(&qp->sq.ring);
-		if (!slot) {
+		if (!remu_queue_producer_slot(&qp->sq.ring)) {
 			err = -ENOMEM;
 			break;
 		}
-		err = remu_fill_send_wqe(qp, wr, slot);
+		err = remu_fill_send_wqe(qp, wr, qp->sq.ring.prod);
 		if (err)
 			break;
 		remu_queue_produce(&qp->sq.ring);

@@ -11,7 +11,10 @@
  * consumed) until the completer retires them; UC/UD WQEs retire as soon
  * as their last packet is sent.  RC sends stop at a window of
  * REMU_REQ_WINDOW unacknowledged packets and at max_rd_atomic
- * outstanding READs/atomics.
+ * outstanding READs/atomics.  LOCAL_INV and (kernel QPs only) REG_MR
+ * send nothing: each runs when every WQE before it has completed, through
+ * the MR layer (remu_mr_invalidate(), remu_mr_fast_reg()), and completes
+ * at once, IB_WC_MW_BIND_ERR with the QP to ERR if the MR layer refuses.
  *
  * The work item (qp->send_work, remu_eng_run()) runs, in this order:
  * the completer and responder on every queued packet (qp->eng.rxq), the
@@ -48,9 +51,14 @@ int remu_eng_init(struct remu_qp *qp)
 	e->st = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->st), GFP_KERNEL);
 	e->copy = kvcalloc(qp->sq.ring.num_slots, qp->sq.ring.slot_size,
 			   GFP_KERNEL);
-	if (!e->st || !e->copy) {
+	if (!qp->is_user)
+		e->kreg = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->kreg),
+				   GFP_KERNEL);
+	if (!e->st || !e->copy || (!qp->is_user && !e->kreg)) {
 		kvfree(e->st);
 		kvfree(e->copy);
+		kvfree(e->kreg);
+		e->kreg = NULL;
 		return -ENOMEM;
 	}
 	return 0;
@@ -66,6 +74,7 @@ void remu_eng_fini(struct remu_qp *qp)
 	skb_queue_purge(&e->rxq);
 	kvfree(e->st);
 	kvfree(e->copy);
+	kvfree(e->kreg);
 }
 
 /* RESET: forget everything in flight */
@@ -223,8 +232,10 @@ static int remu_req_opcode(enum ib_qp_type type, u32 wr_op, bool first,
 	return base + op;
 }
 
-static bool remu_req_op_ok(enum ib_qp_type type, u32 op)
+static bool remu_req_op_ok(struct remu_qp *qp, u32 op)
 {
+	enum ib_qp_type type = qp->ib_qp.qp_type;
+
 	switch (op) {
 	case IB_UVERBS_WR_SEND:
 	case IB_UVERBS_WR_SEND_WITH_IMM:
@@ -238,9 +249,18 @@ static bool remu_req_op_ok(enum ib_qp_type type, u32 op)
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
 	case IB_UVERBS_WR_SEND_WITH_INV:
 		return type == IB_QPT_RC;
+	case IB_WR_REG_MR:
+		/* kernel only: its parameters are in qp->eng.kreg */
+		return type != IB_QPT_UD && qp->eng.kreg;
 	default:
 		return false;
 	}
+}
+
+/* executed by the requester itself, no packet: LOCAL_INV, REG_MR */
+static bool remu_is_local(u32 op)
+{
+	return op == IB_UVERBS_WR_LOCAL_INV || op == IB_WR_REG_MR;
 }
 
 static bool remu_is_rd_atomic(u32 op)
@@ -271,7 +291,7 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 	memset(sw, 0, sizeof(*sw));
 	sw->valid = true;
 	sw->npkts = 1;
-	if (!remu_req_op_ok(type, w->opcode))
+	if (!remu_req_op_ok(qp, w->opcode))
 		return IB_WC_LOC_QP_OP_ERR;
 	if (w->flags & REMU_WQE_INLINE) {
 		if (w->inline_len > qp->max_inline)
@@ -296,6 +316,7 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 		sw->len = 8;
 		break;
 	case IB_UVERBS_WR_LOCAL_INV:
+	case IB_WR_REG_MR:
 		break;
 	default:
 		if (type == IB_QPT_UD && len > qp->eng.mtu)
@@ -402,6 +423,27 @@ static int remu_local_status(int err)
 	}
 }
 
+/*
+ * Execute the local WQE @w at ring index @idx (LOCAL_INV or REG_MR).
+ * Return: 0, or the errno of the MR layer (the WQE then completes with
+ * IB_WC_MW_BIND_ERR, the status of a failed memory registration
+ * operation, and the QP goes to ERR).
+ */
+static int remu_req_local(struct remu_qp *qp, u32 idx,
+			  const struct remu_send_wqe *w)
+{
+	struct remu_pd *pd = to_remu_pd(qp->ib_qp.pd);
+	const struct remu_kreg *r;
+
+	if (w->opcode == IB_UVERBS_WR_LOCAL_INV)
+		return remu_mr_invalidate(qp->rdev, pd, w->ex_data);
+	r = &qp->eng.kreg[idx & qp->sq.ring.mask];
+	/* the MR must belong to the QP's PD */
+	if (r->mr->pd != pd)
+		return -EPERM;
+	return remu_mr_fast_reg(r->mr, r->key, r->access, r->iova, r->length);
+}
+
 /* go back to @psn: resend everything from there (RC) */
 void remu_req_go_back(struct remu_qp *qp, u32 psn)
 {
@@ -478,13 +520,11 @@ void remu_req_run(struct remu_qp *qp)
 				sw->rd = true;
 			}
 		}
-		if (w->opcode == IB_UVERBS_WR_LOCAL_INV) {
+		if (remu_is_local(w->opcode)) {
 			/* local: done when all before it are */
 			if (idx != q->cons)
 				break;
-			err = remu_mr_invalidate(qp->rdev,
-						 to_remu_pd(qp->ib_qp.pd),
-						 w->ex_data);
+			err = remu_req_local(qp, idx, w);
 			e->head++;
 			remu_comp_wqe(qp, idx, err ? IB_WC_MW_BIND_ERR :
 					       IB_WC_SUCCESS);

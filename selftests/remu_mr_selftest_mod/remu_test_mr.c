@@ -9,7 +9,9 @@
  * SGE lists through remu's exported functions (namespace REMU_TEST) exactly
  * as the engines will.  REMU_TMR_KERNEL runs an in-kernel scenario for what
  * only kernel consumers can do: DMA MRs, fast registration, invalidation,
- * and deregistration waiting for an access in flight.
+ * and deregistration waiting for an access in flight.  REMU_TMR_ULP runs
+ * one of the kernel consumer scenarios of remu_test_ulp.c: REG_MR,
+ * LOCAL_INV and SEND_WITH_INV over a kernel RC QP pair.
  *
  * Loaded and unloaded by selftests/run_tests.sh around remu_mr_test only;
  * never part of a normal remu installation.
@@ -520,6 +522,22 @@ fail:
 	return copy_to_user(arg, &r, sizeof(r)) ? -EFAULT : 0;
 }
 
+/* a kernel consumer scenario (remu_test_ulp.c) */
+static int tmr_ulp(struct tmr_file *f, void __user *arg)
+{
+	struct remu_dev *rdev = tmr_rdev(f);
+	struct remu_tmr_ulp r;
+
+	if (!rdev)
+		return -ENODEV;
+	if (copy_from_user(&r, arg, sizeof(r)))
+		return -EFAULT;
+	if (!r.scenario || r.scenario > REMU_TMR_ULP_MAX)
+		return -EINVAL;
+	tmr_ulp_run(f->ibdev, rdev, &r);
+	return copy_to_user(arg, &r, sizeof(r)) ? -EFAULT : 0;
+}
+
 static long tmr_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct tmr_file *f = file->private_data;
@@ -536,6 +554,8 @@ static long tmr_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return tmr_sge_copy(f, uarg);
 	case REMU_TMR_KERNEL:
 		return tmr_kernel(f, uarg);
+	case REMU_TMR_ULP:
+		return tmr_ulp(f, uarg);
 	}
 	return -ENOTTY;
 }

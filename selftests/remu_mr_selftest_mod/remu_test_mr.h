@@ -78,10 +78,44 @@ struct remu_tmr_kernel {
 	__s32 err;			/* out: errno seen at that step */
 };
 
+/*
+ * Kernel consumer scenarios (remu_test_ulp.c): a kernel PD/CQ/RC QP pair in
+ * loopback on the device, a fast-reg MR over scattered kernel pages
+ * registered with IB_WR_REG_MR on QP A, the peer QP B accessing it.
+ */
+enum {
+	REMU_TMR_ULP_REG_RW = 1,	/* REG_MR, B WRITEs and READs through it */
+	REMU_TMR_ULP_LOCAL_INV,		/* LOCAL_INV, then the old rkey fails */
+	REMU_TMR_ULP_SEND_INV,		/* SEND_WITH_INV invalidates A's MR */
+	REMU_TMR_ULP_REREG,		/* invalidate, re-register, new key */
+	REMU_TMR_ULP_REG_VALID,		/* REG_MR of a valid MR fails */
+	REMU_TMR_ULP_INV_BAD_KEY,	/* LOCAL_INV of a wrong key fails */
+	REMU_TMR_ULP_RIGHTS,		/* the registration's rights hold */
+	REMU_TMR_ULP_BAD_ACCESS,	/* REMOTE_WRITE without LOCAL_WRITE */
+	REMU_TMR_ULP_OTHER_PD,		/* an MR of another PD; post errors */
+	REMU_TMR_ULP_MAX = REMU_TMR_ULP_OTHER_PD,
+};
+
+struct remu_tmr_ulp {
+	__u32 scenario;			/* in: REMU_TMR_ULP_* */
+	__u32 step;			/* out: the check that failed, 0 if none */
+	__s32 err;			/* out: errno or IB_WC_* status seen there */
+	__u32 line;			/* out: its line in remu_test_ulp.c */
+};
+
 #define REMU_TMR_SET_DEV	_IOW('R', 1, struct remu_tmr_dev)
 #define REMU_TMR_COPY		_IOW('R', 2, struct remu_tmr_copy)
 #define REMU_TMR_ATOMIC		_IOWR('R', 3, struct remu_tmr_atomic)
 #define REMU_TMR_SGE_COPY	_IOW('R', 4, struct remu_tmr_sges)
 #define REMU_TMR_KERNEL		_IOR('R', 5, struct remu_tmr_kernel)
+#define REMU_TMR_ULP		_IOWR('R', 6, struct remu_tmr_ulp)
+
+#ifdef __KERNEL__
+struct ib_device;
+struct remu_dev;
+/* remu_test_ulp.c */
+void tmr_ulp_run(struct ib_device *dev, struct remu_dev *rdev,
+		 struct remu_tmr_ulp *res);
+#endif
 
 #endif /* REMU_TEST_MR_H */
