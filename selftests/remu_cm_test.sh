@@ -9,6 +9,8 @@
 #     print carries the exact pattern the client wrote (checked here too)
 #   - ucmatose (RC connections) and udaddy (UD, SIDR) complete
 #   - ib_{send,write,read}_bw -R (perftest over rdma_cm)
+#   - rdma link delete takes QP1 and everything ib_mad set up for it away
+#     (ib_mad destroys them), and a new device gets a new QP1
 # each between remu0 (initial namespace, client) and remu1 (namespace
 # peer, server) and in loopback on remu0; rping also over IPv6.  Then the
 # user RDMA CM follows the process's network namespace: two rping servers
@@ -129,7 +131,8 @@ count=0
 for n in qp1 rping.wire rping.loopback rping.ipv6 rping.netns ucmatose.wire \
 	 ucmatose.loopback udaddy.wire udaddy.loopback \
 	 ib_send_bw.wire ib_send_bw.loopback ib_write_bw.wire \
-	 ib_write_bw.loopback ib_read_bw.wire ib_read_bw.loopback objects; do
+	 ib_write_bw.loopback ib_read_bw.wire ib_read_bw.loopback objects \
+	 qp1.unregister; do
 	[ -z "$filter" ] || [[ "$n" == *"$filter"* ]] || continue
 	count=$((count + 1))
 done
@@ -249,6 +252,37 @@ if [ -z "$filter" ] || [[ objects == *"$filter"* ]]; then
 	else
 		diff <(echo "$base_objects") <(objects) | sed 's/^/# /'
 		ktap_fail objects
+	fi
+fi
+
+# obj NAME [OBJECTS]: one count from the objects listing
+obj() { echo "${2:-$(objects)}" | awk -v n="$1" '$1 == n { print $2 }'; }
+
+# Deleting remu0 with QP1 (and ib_mad's PD, DMA MR and CQ) present: the
+# counts fall by exactly one device's set, then remu-up adds remu0 again
+# and it has a QP1 in RTS once more.
+qp1_unregister() {
+	local before after t d ok=0
+	before=$(objects)
+	rdma link delete remu0 || return 1
+	after=$(objects)
+	# dev, ib_mad's pd + DMA mr + cq + QP1, and the rings (QP1's SQ and RQ,
+	# the CQ): nothing else was live
+	for t in dev:1 pd:1 mr:1 cq:1 qp:1 ring:3 ah:0 srq:0 ucontext:0; do
+		d=$(( $(obj "${t%%:*}" "$before") - $(obj "${t%%:*}" "$after") ))
+		[ "$d" = "${t#*:}" ] || { echo "# ${t%%:*}: $d gone, ${t#*:} expected"; ok=1; }
+	done
+	"$repo/scripts/remu-up" >/dev/null || { echo "# remu-up failed"; return 1; }
+	rdma resource show qp link remu0/1 lqpn 1 | grep -q "type GSI state RTS" ||
+		{ echo "# the new remu0 has no QP1 in RTS"; ok=1; }
+	[ "$(objects)" = "$before" ] || { echo "# objects differ after re-adding remu0"; ok=1; }
+	return $ok
+}
+if [ -z "$filter" ] || [[ qp1.unregister == *"$filter"* ]]; then
+	if qp1_unregister; then
+		ktap_pass qp1.unregister
+	else
+		ktap_fail qp1.unregister
 	fi
 fi
 ktap_finished
