@@ -135,6 +135,13 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	case IB_QPT_UC:
 	case IB_QPT_UD:
 		break;
+	case IB_QPT_GSI:
+		/* ib_mad's QP1, on the only port; processes get none */
+		if (udata)
+			return -EOPNOTSUPP;
+		if (init->port_num != 1)
+			return -EINVAL;
+		break;
 	default:
 		return -EOPNOTSUPP;
 	}
@@ -207,9 +214,15 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		}
 	}
 
-	err = xa_alloc_cyclic_irq(&rdev->q.qp_xa, &qpn, qp,
-				  XA_LIMIT(2, REMU_MAX_QPN), &rdev->q.qp_next,
-				  GFP_KERNEL);
+	if (init->qp_type == IB_QPT_GSI) {
+		/* QPN 1 is the GSI QP's; other QPs are allocated from 2 */
+		qpn = 1;
+		err = xa_insert_irq(&rdev->q.qp_xa, qpn, qp, GFP_KERNEL);
+	} else {
+		err = xa_alloc_cyclic_irq(&rdev->q.qp_xa, &qpn, qp,
+					  XA_LIMIT(2, REMU_MAX_QPN),
+					  &rdev->q.qp_next, GFP_KERNEL);
+	}
 	if (err < 0)
 		goto err_rq;
 	ibqp->qp_num = qpn;
@@ -302,6 +315,9 @@ static int remu_qp_check_attr(struct remu_qp *qp, struct ib_qp_attr *a,
 	if ((mask & IB_QP_PORT) && a->port_num != 1)
 		return -EINVAL;
 	if ((mask & IB_QP_PKEY_INDEX) && a->pkey_index >= REMU_PKEY_TBL_LEN)
+		return -EINVAL;
+	/* the GSI QP's Q_Key is fixed by IBA */
+	if ((mask & IB_QP_QKEY) && remu_qp_is_gsi(qp) && a->qkey != IB_QP1_QKEY)
 		return -EINVAL;
 	if ((mask & IB_QP_ACCESS_FLAGS) &&
 	    (a->qp_access_flags & ~REMU_QP_ACCESS))
@@ -657,7 +673,7 @@ static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
 	u32 len = 0;
 	int i;
 
-	if (!remu_opcode_ok(qp->ib_qp.qp_type, wr->opcode))
+	if (!remu_opcode_ok(remu_qp_type(qp), wr->opcode))
 		return -EINVAL;
 	if (wr->num_sge < 0 || wr->num_sge > qp->sq.max_sge)
 		return -EINVAL;
@@ -707,10 +723,12 @@ static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
 	default:
 		break;
 	}
-	if (qp->ib_qp.qp_type == IB_QPT_UD) {
+	if (remu_qp_type(qp) == IB_QPT_UD) {
 		struct ib_ah *ah = ud_wr(wr)->ah;
 
 		if (!ah || ah->pd != qp->ib_qp.pd)
+			return -EINVAL;
+		if (ud_wr(wr)->pkey_index >= REMU_PKEY_TBL_LEN)
 			return -EINVAL;
 		w->ah_num = to_remu_ah(ah)->ah_num;
 		w->remote_qpn = ud_wr(wr)->remote_qpn;

@@ -15,6 +15,7 @@
 #include <linux/refcount.h>
 #include <linux/completion.h>
 #include <linux/workqueue.h>
+#include <rdma/ib_mad.h>
 
 #include "remu.h"
 #include "remu_eng.h"
@@ -121,6 +122,24 @@ struct remu_ah {
 	u32 ah_num;
 	enum rdma_network_type net_type;
 };
+
+/**
+ * remu_qp_type - the transport a QP runs
+ * @qp: the QP
+ *
+ * The GSI QP (QP1, ib_mad's) is a UD QP with fixed rules (QPN 1, Q_Key
+ * IB_QP1_QKEY, MAD-sized messages); the engines treat it as UD and check
+ * ib_qp.qp_type only where those rules differ.
+ */
+static inline enum ib_qp_type remu_qp_type(const struct remu_qp *qp)
+{
+	return qp->ib_qp.qp_type == IB_QPT_GSI ? IB_QPT_UD : qp->ib_qp.qp_type;
+}
+
+static inline bool remu_qp_is_gsi(const struct remu_qp *qp)
+{
+	return qp->ib_qp.qp_type == IB_QPT_GSI;
+}
 
 static inline struct remu_cq *to_remu_cq(struct ib_cq *ibcq)
 {

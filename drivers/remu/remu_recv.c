@@ -24,7 +24,7 @@
 
 static bool remu_rcv_type_ok(struct remu_qp *qp, u8 transport)
 {
-	switch (qp->ib_qp.qp_type) {
+	switch (remu_qp_type(qp)) {
 	case IB_QPT_RC:
 		return transport == REMU_TR_RC;
 	case IB_QPT_UC:

@@ -104,7 +104,7 @@ static void remu_eng_set_mtu(struct remu_qp *qp)
 	struct ib_port_attr pa;
 	int mtu = -1;
 
-	if (qp->ib_qp.qp_type != IB_QPT_UD)
+	if (remu_qp_type(qp) != IB_QPT_UD)
 		mtu = ib_mtu_enum_to_int(qp->attr.path_mtu);
 	else if (!ib_query_port(&qp->rdev->ib_dev, 1, &pa))
 		mtu = ib_mtu_enum_to_int(pa.active_mtu);
@@ -279,7 +279,7 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
 	struct remu_send_wqe *w = remu_req_copy(qp, idx);
 	struct remu_sge *sge = (struct remu_sge *)(w + 1);
-	enum ib_qp_type type = qp->ib_qp.qp_type;
+	enum ib_qp_type type = remu_qp_type(qp);
 	unsigned long flags;
 	u64 len = 0;
 	u32 i;
@@ -334,7 +334,7 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
 	struct remu_send_wqe *w = remu_req_copy(qp, idx);
 	struct remu_dev *rdev = qp->rdev;
-	enum ib_qp_type type = qp->ib_qp.qp_type;
+	enum ib_qp_type type = remu_qp_type(qp);
 	bool first = sw->sent == 0, last, rd = remu_is_rd_atomic(w->opcode);
 	u32 off = sw->sent * qp->eng.mtu, plen = 0, psn, qkey;
 	struct remu_pkt pkt = {};
@@ -374,6 +374,8 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 	if (h) {
 		qkey = (w->remote_qkey & 0x80000000u) ? qp->attr.qkey :
 							w->remote_qkey;
+		if (remu_qp_is_gsi(qp))
+			qkey = IB_QP1_QKEY;
 		remu_deth_set(h, qkey, qp->ib_qp.qp_num);
 	}
 	h = remu_pkt_hdr(&pkt, REMU_HDR_ATMETH);
@@ -542,7 +544,7 @@ void remu_req_run(struct remu_qp *qp)
 			break;
 
 		if (!have_av) {
-			if (qp->ib_qp.qp_type == IB_QPT_UD) {
+			if (remu_qp_type(qp) == IB_QPT_UD) {
 				err = 0;	/* per WQE below */
 			} else {
 				err = remu_req_av(qp, &av);
@@ -555,7 +557,7 @@ void remu_req_run(struct remu_qp *qp)
 				have_av = true;
 			}
 		}
-		if (qp->ib_qp.qp_type == IB_QPT_UD) {
+		if (remu_qp_type(qp) == IB_QPT_UD) {
 			struct rdma_ah_attr attr;
 			const struct ib_gid_attr *sgid;
 

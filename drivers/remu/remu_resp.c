@@ -175,7 +175,7 @@ static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
 
 	if (!remu_resp_get_rwqe(qp))
 		return -EAGAIN;
-	if (qp->ib_qp.qp_type == IB_QPT_UD) {
+	if (remu_qp_type(qp) == IB_QPT_UD) {
 		memset(grh, 0, sizeof(grh));
 		if (ip_hdr(skb)->version == 4)
 			memcpy(grh + 20, ip_hdr(skb), sizeof(struct iphdr));
@@ -370,7 +370,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
 	struct remu_bth *bth = (struct remu_bth *)skb->data;
 	struct remu_qp_eng *e = &qp->eng;
-	enum ib_qp_type type = qp->ib_qp.qp_type;
+	enum ib_qp_type type = remu_qp_type(qp);
 	bool rc = type == IB_QPT_RC, end;
 	u32 psn = cb->psn;
 	u64 orig = 0;
@@ -389,6 +389,12 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 							 REMU_HDR_DETH);
 
 		if (!deth || remu_deth_qkey(deth) != qp->attr.qkey)
+			goto drop;
+		/*
+		 * GSI: a MAD fits ib_mad's receive buffers; anything longer
+		 * is dropped before it takes (and errors) one of them.
+		 */
+		if (remu_qp_is_gsi(qp) && cb->paylen > IB_MGMT_MAD_SIZE)
 			goto drop;
 		if (!remu_resp_get_rwqe(qp))
 			goto drop;

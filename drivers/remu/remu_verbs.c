@@ -12,6 +12,7 @@
 #include <linux/sysfs.h>
 #include <net/addrconf.h>
 #include <rdma/ib_cache.h>
+#include <rdma/ib_mad.h>
 #include <rdma/remu-abi.h>
 
 #include "remu.h"
@@ -123,7 +124,8 @@ static int remu_query_port(struct ib_device *ibdev, u32 port,
 	attr->phys_mtu = ib_mtu_enum_to_int(IB_MTU_4096);
 	attr->gid_tbl_len = REMU_GID_TBL_LEN;
 	attr->ip_gids = true;
-	/* no CM/MAD service yet: port_cap_flags stays 0 until GSI exists */
+	/* the GSI QP serves ib_mad, so the CM can run over this port */
+	attr->port_cap_flags = IB_PORT_CM_SUP;
 	attr->max_msg_sz = REMU_MAX_MSG_SZ;
 	attr->pkey_tbl_len = REMU_PKEY_TBL_LEN;
 	attr->max_vl_num = 1;
@@ -145,10 +147,11 @@ static int remu_get_port_immutable(struct ib_device *ibdev, u32 port,
 	int err;
 
 	/*
-	 * RoCEv2 only.  The MAD/CM capabilities are added together with the
-	 * GSI QP that serves them.
+	 * RoCEv2 only, with MADs (ib_mad creates the GSI QP, QPN 1, at
+	 * registration) and therefore the IB CM and the RDMA CM.
 	 */
-	immutable->core_cap_flags = RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP;
+	immutable->core_cap_flags = RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+	immutable->max_mad_size = IB_MGMT_MAD_SIZE;
 	err = ib_query_port(ibdev, port, &attr);
 	if (err)
 		return err;
