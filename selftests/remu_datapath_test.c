@@ -13,6 +13,13 @@
  * completions (bad lkey, bad rkey, out of bounds, missing remote right:
  * exact status, the rest flushed) and RNR (retried until a receive is
  * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR).
+ *
+ * Fixtures uc and ud do the same for the other transports: UC SEND,
+ * SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM (0 B to 1 MiB) and
+ * inline sends, READ/atomics refused at post, a WRITE to a bad rkey
+ * dropped with the QP still working; UD SEND and SEND_WITH_IMM up to the
+ * MTU with the 40-byte GRH area (IPv4 header checked) before the data,
+ * src_qp, Q_Key mismatch dropped, MTU + 1 refused with LOC_LEN_ERR.
  */
 #include <endian.h>
 #include <errno.h>
