@@ -13,6 +13,13 @@
  * completions (bad lkey, bad rkey, out of bounds, missing remote right:
  * exact status, the rest flushed) and RNR (retried until a receive is
  * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR).
+ *
+ * Fixtures uc and ud do the same for the other transports: UC SEND,
+ * SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM (0 B to 1 MiB) and
+ * inline sends, READ/atomics refused at post, a WRITE to a bad rkey
+ * dropped with the QP still working; UD SEND and SEND_WITH_IMM up to the
+ * MTU with the 40-byte GRH area (IPv4 header checked) before the data,
+ * src_qp, Q_Key mismatch dropped, MTU + 1 refused with LOC_LEN_ERR.
  */
 #include <endian.h>
 #include <errno.h>
@@ -38,7 +45,7 @@ struct side {
 	enum ibv_mtu mtu;
 };
 
-static int side_open(struct side *s, const char *dev)
+static int side_open(struct side *s, const char *dev, enum ibv_qp_type type)
 {
 	struct ibv_qp_init_attr ia = {};
 	struct ibv_port_attr pa;
@@ -60,7 +67,7 @@ static int side_open(struct side *s, const char *dev)
 			   IBV_ACCESS_REMOTE_ATOMIC);
 	ia.send_cq = s->cq;
 	ia.recv_cq = s->cq;
-	ia.qp_type = IBV_QPT_RC;
+	ia.qp_type = type;
 	ia.cap.max_send_wr = 16;
 	ia.cap.max_recv_wr = 16;
 	ia.cap.max_send_sge = 4;
@@ -223,8 +230,8 @@ FIXTURE_SETUP(dp)
 {
 	memset(&self->a, 0, sizeof(self->a));
 	memset(&self->b, 0, sizeof(self->b));
-	ASSERT_EQ(0, side_open(&self->a, variant->dev_a));
-	ASSERT_EQ(0, side_open(&self->b, variant->dev_b));
+	ASSERT_EQ(0, side_open(&self->a, variant->dev_a, IBV_QPT_RC));
+	ASSERT_EQ(0, side_open(&self->b, variant->dev_b, IBV_QPT_RC));
 	ASSERT_EQ(0, side_connect(&self->a, &self->b));
 	ASSERT_EQ(0, side_connect(&self->b, &self->a));
 }
@@ -846,6 +853,789 @@ TEST_F(dp, rnr_retry_exceeded)
 	EXPECT_EQ(21, wc.wr_id);
 	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, poll_one(self->a.cq2, &wc));
 	EXPECT_EQ(22, wc.wr_id);
+}
+
+/*
+ * UC and UD.  Same two devices and layouts as the RC fixture; what
+ * differs is what the transports promise: UC and UD completions on the
+ * sender mean "sent", so a receive completion (or a SEND behind a WRITE,
+ * processed in order) is what shows the data is there.
+ */
+
+/* the bytes around the three SGEs of make_sges() are untouched (0xee) */
+static int sges_fenced(const struct ibv_sge *sge)
+{
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		const uint8_t *p = (const uint8_t *)(uintptr_t)sge[i].addr;
+
+		if (p[-1] != 0xee || p[sge[i].length] != 0xee)
+			return i;
+	}
+	return -1;
+}
+
+/* the bytes of three SGEs one after the other into @out; their total */
+static uint32_t gather_sges(const struct ibv_sge *sge, uint8_t *out)
+{
+	uint32_t n = 0;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		memcpy(out + n, (void *)(uintptr_t)sge[i].addr, sge[i].length);
+		n += sge[i].length;
+	}
+	return n;
+}
+
+static void set_av(struct ibv_ah_attr *ah, struct side *peer)
+{
+	memset(ah, 0, sizeof(*ah));
+	ah->is_global = 1;
+	ah->grh.dgid = peer->gid;
+	ah->grh.sgid_index = GID_INDEX;
+	ah->grh.hop_limit = 64;
+	ah->grh.traffic_class = 0x28;
+	ah->port_num = 1;
+}
+
+/* PSNs just below the 24-bit wrap: a 1 MiB message crosses it */
+#define UC_PSN		0xffffc0
+
+/* UC: REMOTE_WRITE is the only remote right UC has; no RNR, no retries */
+static int uc_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
+		      struct side *peer)
+{
+	struct ibv_qp_attr a = {};
+
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
+	a.dest_qp_num = pqp->qp_num;
+	a.rq_psn = UC_PSN;
+	set_av(&a.ah_attr, peer);
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = UC_PSN;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
+static enum ibv_qp_state qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+
+	if (ibv_query_qp(qp, &qa, IBV_QP_STATE, &ia))
+		return -1;
+	return qa.qp_state;
+}
+
+/* nothing arrives on @cq within 100 ms */
+static int cq_quiet(struct ibv_cq *cq)
+{
+	struct timespec d = { 0, 100 * 1000 * 1000 };
+	struct ibv_wc wc;
+
+	nanosleep(&d, NULL);
+	return ibv_poll_cq(cq, 1, &wc);
+}
+
+FIXTURE(uc) {
+	struct side a, b;
+};
+
+FIXTURE_VARIANT(uc) {
+	const char *dev_a, *dev_b;
+};
+
+FIXTURE_VARIANT_ADD(uc, remu0_remu1) { .dev_a = "remu0", .dev_b = "remu1" };
+FIXTURE_VARIANT_ADD(uc, loopback) { .dev_a = "remu0", .dev_b = "remu0" };
+
+FIXTURE_SETUP(uc)
+{
+	memset(&self->a, 0, sizeof(self->a));
+	memset(&self->b, 0, sizeof(self->b));
+	ASSERT_EQ(0, side_open(&self->a, variant->dev_a, IBV_QPT_UC));
+	ASSERT_EQ(0, side_open(&self->b, variant->dev_b, IBV_QPT_UC));
+	ASSERT_EQ(0, uc_connect(self->a.qp, &self->a, self->b.qp, &self->b));
+	ASSERT_EQ(0, uc_connect(self->b.qp, &self->b, self->a.qp, &self->a));
+}
+
+FIXTURE_TEARDOWN(uc)
+{
+	side_close(&self->a);
+	side_close(&self->b);
+}
+
+static const uint32_t uc_lens[] = { 0, 1, 4095, 4097, 65537, 1 << 20 };
+
+/* SEND and SEND_WITH_IMM, three SGEs each side, up to 1 MiB */
+TEST_F(uc, send_recv)
+{
+	struct ibv_sge ss[3], rs[3];
+	struct ibv_wc wc;
+	unsigned int i, imm;
+
+	for (imm = 0; imm < 2; imm++)
+		for (i = 0; i < sizeof(uc_lens) / sizeof(uc_lens[0]); i++) {
+			uint32_t len = uc_lens[i], id = imm * 100 + i;
+			struct ibv_send_wr swr = {
+				.wr_id = 200 + id, .sg_list = ss, .num_sge = 3,
+				.opcode = imm ? IBV_WR_SEND_WITH_IMM :
+						IBV_WR_SEND,
+				.send_flags = IBV_SEND_SIGNALED,
+				.imm_data = htobe32(0xc0de0000 + id) };
+
+			make_sges(&self->a, len, 0, ss);
+			make_sges(&self->b, len, 1, rs);
+			fill_sges(ss, 5 + id);
+			memset(self->b.buf, 0xee, BUF_SIZE);
+			ASSERT_EQ(0, post_recv1(self->b.qp, 100 + id, rs, 3));
+			ASSERT_EQ(0, post1(self->a.qp, &swr));
+			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+			EXPECT_EQ(200 + id, wc.wr_id);
+			EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc))
+				TH_LOG("len %u imm %u", len, imm);
+			EXPECT_EQ(100 + id, wc.wr_id);
+			EXPECT_EQ(IBV_WC_RECV, wc.opcode);
+			EXPECT_EQ(self->b.qp->qp_num, wc.qp_num);
+			EXPECT_EQ(len, wc.byte_len);
+			EXPECT_EQ(imm ? IBV_WC_WITH_IMM : 0,
+				  wc.wc_flags & (IBV_WC_WITH_IMM | IBV_WC_GRH));
+			if (imm)
+				EXPECT_EQ(htobe32(0xc0de0000 + id), wc.imm_data);
+			EXPECT_EQ(-1, cmp_sges(ss, rs)) TH_LOG("len %u", len);
+			EXPECT_EQ(-1, sges_fenced(rs)) TH_LOG("len %u", len);
+		}
+}
+
+/*
+ * RDMA_WRITE and RDMA_WRITE_WITH_IMM from three SGEs to an odd remote
+ * address.  A plain WRITE is followed by a zero-byte SEND: UC processes
+ * messages in order, so its receive completion means the WRITE landed.
+ */
+TEST_F(uc, rdma_write)
+{
+	struct ibv_sge junk = { (uintptr_t)self->b.buf + BUF_SIZE - 64, 64,
+				self->b.mr->lkey };
+	struct ibv_sge ss[3], rs[3];
+	struct ibv_wc wc;
+	unsigned int i, imm;
+
+	for (imm = 0; imm < 2; imm++)
+		for (i = 0; i < sizeof(uc_lens) / sizeof(uc_lens[0]); i++) {
+			uint32_t len = uc_lens[i], id = imm * 100 + i;
+			struct ibv_send_wr mark = { .wr_id = 1, .opcode =
+						    IBV_WR_SEND };
+			struct ibv_send_wr swr = {
+				.wr_id = 300 + id, .sg_list = ss, .num_sge = 3,
+				.opcode = imm ? IBV_WR_RDMA_WRITE_WITH_IMM :
+						IBV_WR_RDMA_WRITE,
+				.send_flags = IBV_SEND_SIGNALED,
+				.imm_data = htobe32(0x0dd00000 + id),
+				.next = imm ? NULL : &mark };
+
+			make_sges(&self->a, len, 0, ss);
+			fill_sges(ss, 9 + id);
+			memset(self->b.buf, 0xee, BUF_SIZE);
+			rs[0] = (struct ibv_sge){ (uintptr_t)self->b.buf + 5,
+						  len, 0 };
+			rs[1] = (struct ibv_sge){ 0, 0, 0 };
+			rs[2] = (struct ibv_sge){ 0, 0, 0 };
+			swr.wr.rdma.remote_addr = rs[0].addr;
+			swr.wr.rdma.rkey = self->b.mr->rkey;
+			/* with or without an SGE: a WRITE_WITH_IMM leaves it */
+			ASSERT_EQ(0, post_recv1(self->b.qp, 400 + id, &junk,
+						i & 1));
+			ASSERT_EQ(0, post1(self->a.qp, &swr));
+			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+			EXPECT_EQ(300 + id, wc.wr_id);
+			EXPECT_EQ(IBV_WC_RDMA_WRITE, wc.opcode);
+			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc))
+				TH_LOG("len %u imm %u", len, imm);
+			EXPECT_EQ(400 + id, wc.wr_id);
+			if (imm) {
+				EXPECT_EQ(IBV_WC_RECV_RDMA_WITH_IMM, wc.opcode);
+				EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+				EXPECT_EQ(htobe32(0x0dd00000 + id),
+					  wc.imm_data);
+				EXPECT_EQ(len, wc.byte_len);
+			} else {
+				EXPECT_EQ(IBV_WC_RECV, wc.opcode);
+				EXPECT_EQ(0, wc.byte_len);
+			}
+			EXPECT_EQ(-1, cmp_sges(ss, rs)) TH_LOG("len %u", len);
+			EXPECT_EQ(0xee, self->b.buf[4]);
+			EXPECT_EQ(0xee, self->b.buf[5 + len]);
+			EXPECT_EQ(0xee, self->b.buf[BUF_SIZE - 64]);
+			EXPECT_EQ(0xee, self->b.buf[BUF_SIZE - 1]);
+		}
+}
+
+/* inline SEND_WITH_IMM and RDMA_WRITE, up to max_inline, two SGEs */
+TEST_F(uc, inline_send)
+{
+	struct ibv_sge ss[2], rs[3];
+	uint8_t src[1024], want[1024], got[1024];
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_wc wc;
+	uint32_t max, ilens[4];
+	unsigned int i;
+
+	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &qa, IBV_QP_CAP, &ia));
+	max = qa.cap.max_inline_data;
+	ASSERT_GE(max, 256);
+	ASSERT_LE(max, sizeof(src));
+	ilens[0] = 1;
+	ilens[1] = 63;
+	ilens[2] = max - 1;
+	ilens[3] = max;
+	for (i = 0; i < 4; i++) {
+		uint32_t len = ilens[i], l0 = len / 3;
+		struct ibv_send_wr mark = { .wr_id = 2, .opcode = IBV_WR_SEND };
+		struct ibv_send_wr swr = { .wr_id = 500 + i, .sg_list = ss,
+					   .num_sge = 2,
+					   .opcode = IBV_WR_SEND_WITH_IMM,
+					   .imm_data = htobe32(i),
+					   .send_flags = IBV_SEND_SIGNALED |
+							 IBV_SEND_INLINE };
+
+		for (uint32_t j = 0; j < len; j++)
+			src[j] = want[j] = (uint8_t)(j * 13 + i + 3);
+		/* not in any MR: inline data is copied at post */
+		ss[0] = (struct ibv_sge){ (uintptr_t)src, l0, 0 };
+		ss[1] = (struct ibv_sge){ (uintptr_t)src + l0, len - l0,
+					  0xdeadbeef };
+		make_sges(&self->b, len, 1, rs);
+		memset(self->b.buf, 0xee, BUF_SIZE);
+		ASSERT_EQ(0, post_recv1(self->b.qp, 600 + i, rs, 3));
+		ASSERT_EQ(0, post1(self->a.qp, &swr));
+		memset(src, 0, sizeof(src));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+		EXPECT_EQ(500 + i, wc.wr_id);
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+		EXPECT_EQ(600 + i, wc.wr_id);
+		EXPECT_EQ(len, wc.byte_len);
+		EXPECT_EQ(htobe32(i), wc.imm_data);
+		EXPECT_EQ(len, gather_sges(rs, got));
+		EXPECT_EQ(0, memcmp(want, got, len)) TH_LOG("len %u", len);
+		EXPECT_EQ(-1, sges_fenced(rs));
+
+		/* the same bytes by an inline RDMA_WRITE, then a marker */
+		for (uint32_t j = 0; j < len; j++)
+			src[j] = want[j];
+		swr.opcode = IBV_WR_RDMA_WRITE;
+		swr.wr.rdma.remote_addr = (uintptr_t)self->b.buf + 4099;
+		swr.wr.rdma.rkey = self->b.mr->rkey;
+		swr.next = &mark;
+		ASSERT_EQ(0, post_recv1(self->b.qp, 700 + i, NULL, 0));
+		ASSERT_EQ(0, post1(self->a.qp, &swr));
+		memset(src, 0, sizeof(src));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+		EXPECT_EQ(IBV_WC_RDMA_WRITE, wc.opcode);
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+		EXPECT_EQ(700 + i, wc.wr_id);
+		EXPECT_EQ(0, memcmp(want, self->b.buf + 4099, len));
+		EXPECT_EQ(0xee, self->b.buf[4098]);
+		EXPECT_EQ(0xee, self->b.buf[4099 + len]);
+	}
+}
+
+/*
+ * UC has no RDMA READ, atomics or SEND_WITH_INV (IBA defines no UC
+ * opcode for them): libremu refuses them at post with EINVAL, as rxe
+ * does, and nothing reaches the send queue; the QP goes on working.
+ */
+TEST_F(uc, refuses_read_atomic)
+{
+	static const enum ibv_wr_opcode bad_ops[] = {
+		IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
+		IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_SEND_WITH_INV };
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 8, self->a.mr->lkey };
+	struct ibv_sge rs = { (uintptr_t)self->b.buf + 1, 100,
+			      self->b.mr->lkey };
+	struct ibv_sge ss = { (uintptr_t)self->a.buf + 3, 100,
+			      self->a.mr->lkey };
+	struct ibv_send_wr send = { .wr_id = 99, .sg_list = &ss, .num_sge = 1,
+				    .opcode = IBV_WR_SEND,
+				    .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc;
+	unsigned int i;
+
+	*(uint64_t *)self->b.buf = 7;
+	for (i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++) {
+		struct ibv_send_wr wr = { .wr_id = 10 + i, .sg_list = &sge,
+					  .num_sge = 1, .opcode = bad_ops[i],
+					  .send_flags = IBV_SEND_SIGNALED };
+
+		wr.wr.atomic.remote_addr = (uintptr_t)self->b.buf;
+		wr.wr.atomic.rkey = self->b.mr->rkey;
+		wr.wr.atomic.compare_add = 1;
+		bad = NULL;
+		EXPECT_EQ(EINVAL, ibv_post_send(self->a.qp, &wr, &bad))
+			TH_LOG("opcode %d", bad_ops[i]);
+		EXPECT_EQ(&wr, bad);
+	}
+	EXPECT_EQ(0, cq_quiet(self->a.cq));
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->a.qp));
+	EXPECT_EQ(7, *(uint64_t *)self->b.buf);
+
+	/* a SEND behind them: the next completion is its own */
+	memset(self->a.buf + 3, 0x5c, 100);
+	ASSERT_EQ(0, post_recv1(self->b.qp, 98, &rs, 1));
+	ASSERT_EQ(0, post1(self->a.qp, &send));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(99, wc.wr_id);
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+	EXPECT_EQ(98, wc.wr_id);
+	EXPECT_EQ(100, wc.byte_len);
+	EXPECT_EQ(0, memcmp(self->a.buf + 3, self->b.buf + 1, 100));
+}
+
+/*
+ * A UC WRITE the responder refuses (bad rkey, out of the MR's bounds,
+ * WRITE_WITH_IMM to a bad rkey) has no NAK to carry the error: the
+ * sender completes it successfully (sent), and the responder drops the
+ * whole message silently (IBA class D, as rxe does), places nothing and
+ * consumes no receive; both QPs stay in RTS and the next messages
+ * arrive.
+ */
+TEST_F(uc, write_bad_rkey)
+{
+	struct ibv_sge ss[3], rs[3];
+	struct ibv_send_wr wr[3];
+	struct ibv_wc wc;
+	uint32_t len = 10000;	/* three packets at a 4096 MTU */
+	int i;
+
+	make_sges(&self->a, len, 0, ss);
+	fill_sges(ss, 77);
+	memset(self->b.buf, 0xee, BUF_SIZE);
+	for (i = 0; i < 3; i++) {
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = 20 + i, .sg_list = ss, .num_sge = 3,
+			.opcode = IBV_WR_RDMA_WRITE,
+			.send_flags = IBV_SEND_SIGNALED,
+			.next = i < 2 ? &wr[i + 1] : NULL };
+		wr[i].wr.rdma.remote_addr = (uintptr_t)self->b.buf + 300001;
+		wr[i].wr.rdma.rkey = self->b.mr->rkey;
+	}
+	wr[0].wr.rdma.rkey ^= 0x80;
+	wr[1].wr.rdma.remote_addr = (uintptr_t)self->b.buf + BUF_SIZE - 100;
+	wr[2].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr[2].imm_data = htobe32(0xbad);
+	wr[2].wr.rdma.rkey ^= 0x100;
+	rs[0] = (struct ibv_sge){ (uintptr_t)self->b.buf + 500000, 64,
+				  self->b.mr->lkey };
+	ASSERT_EQ(0, post_recv1(self->b.qp, 30, rs, 1));
+	ASSERT_EQ(0, post1(self->a.qp, wr));
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+		EXPECT_EQ(20 + i, wc.wr_id);
+	}
+
+	/* a good WRITE_WITH_IMM now takes the receive posted before */
+	wr[0].wr_id = 23;
+	wr[0].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr[0].imm_data = htobe32(0x900d);
+	wr[0].next = NULL;
+	wr[0].wr.rdma.remote_addr = (uintptr_t)self->b.buf + 7;
+	wr[0].wr.rdma.rkey = self->b.mr->rkey;
+	ASSERT_EQ(0, post1(self->a.qp, wr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+	EXPECT_EQ(30, wc.wr_id);
+	EXPECT_EQ(IBV_WC_RECV_RDMA_WITH_IMM, wc.opcode);
+	EXPECT_EQ(htobe32(0x900d), wc.imm_data);
+	EXPECT_EQ(len, wc.byte_len);
+	rs[0] = (struct ibv_sge){ (uintptr_t)self->b.buf + 7, len, 0 };
+	rs[1] = (struct ibv_sge){ 0, 0, 0 };
+	rs[2] = (struct ibv_sge){ 0, 0, 0 };
+	EXPECT_EQ(-1, cmp_sges(ss, rs));
+	/* the refused ones placed nothing, anywhere */
+	for (i = 0; i < (int)len + 2; i++)
+		ASSERT_EQ(0xee, self->b.buf[300000 + i]) TH_LOG("byte %d", i);
+	for (i = 0; i < 100; i++)
+		ASSERT_EQ(0xee, self->b.buf[BUF_SIZE - 100 + i]);
+	for (i = 0; i < 64; i++)
+		ASSERT_EQ(0xee, self->b.buf[500000 + i]);
+	EXPECT_EQ(0xee, self->b.buf[6]);
+	EXPECT_EQ(0xee, self->b.buf[7 + len]);
+	EXPECT_EQ(0, cq_quiet(self->b.cq));
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->a.qp));
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->b.qp));
+}
+
+/*
+ * A UC SEND finding no receive is dropped (no RNR on UC): the sender
+ * still completes it, and the next message goes into the next receive.
+ */
+TEST_F(uc, send_no_recv_dropped)
+{
+	struct ibv_sge ss[3], rs[3];
+	struct ibv_send_wr wr = { .sg_list = ss, .num_sge = 3,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_wc wc;
+
+	make_sges(&self->a, 9000, 0, ss);
+	fill_sges(ss, 1);
+	wr.wr_id = 40;
+	ASSERT_EQ(0, post1(self->a.qp, &wr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(40, wc.wr_id);
+	EXPECT_EQ(0, cq_quiet(self->b.cq));
+
+	make_sges(&self->a, 5000, 0, ss);
+	fill_sges(ss, 2);
+	make_sges(&self->b, 5000, 1, rs);
+	memset(self->b.buf, 0xee, BUF_SIZE);
+	ASSERT_EQ(0, post_recv1(self->b.qp, 41, rs, 3));
+	wr.wr_id = 42;
+	ASSERT_EQ(0, post1(self->a.qp, &wr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+	EXPECT_EQ(41, wc.wr_id);
+	EXPECT_EQ(5000, wc.byte_len);
+	EXPECT_EQ(-1, cmp_sges(ss, rs));
+	EXPECT_EQ(-1, sges_fenced(rs));
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->b.qp));
+}
+
+#define UD_QKEY		0x1a2b3c4d
+#define GRH_LEN		40
+
+static int ud_ready(struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = {};
+
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qkey = UD_QKEY;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_QKEY))
+		return -1;
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0x42;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
+static struct ibv_ah *ud_ah(struct side *s, struct side *peer)
+{
+	struct ibv_ah_attr attr;
+
+	set_av(&attr, peer);
+	return ibv_create_ah(s->pd, &attr);
+}
+
+FIXTURE(ud) {
+	struct side a, b;
+	struct ibv_ah *ah_ab, *ah_ba;
+	uint32_t mtu;
+};
+
+FIXTURE_VARIANT(ud) {
+	const char *dev_a, *dev_b;
+};
+
+FIXTURE_VARIANT_ADD(ud, remu0_remu1) { .dev_a = "remu0", .dev_b = "remu1" };
+FIXTURE_VARIANT_ADD(ud, loopback) { .dev_a = "remu0", .dev_b = "remu0" };
+
+FIXTURE_SETUP(ud)
+{
+	memset(&self->a, 0, sizeof(self->a));
+	memset(&self->b, 0, sizeof(self->b));
+	self->ah_ab = NULL;
+	self->ah_ba = NULL;
+	ASSERT_EQ(0, side_open(&self->a, variant->dev_a, IBV_QPT_UD));
+	ASSERT_EQ(0, side_open(&self->b, variant->dev_b, IBV_QPT_UD));
+	ASSERT_EQ(0, ud_ready(self->a.qp));
+	ASSERT_EQ(0, ud_ready(self->b.qp));
+	self->ah_ab = ud_ah(&self->a, &self->b);
+	self->ah_ba = ud_ah(&self->b, &self->a);
+	ASSERT_NE(NULL, self->ah_ab);
+	ASSERT_NE(NULL, self->ah_ba);
+	/* UD's message limit: the port's active MTU */
+	self->mtu = 128u << self->a.mtu;
+	ASSERT_EQ(self->a.mtu, self->b.mtu);
+	ASSERT_LE(self->mtu, 4096);
+}
+
+FIXTURE_TEARDOWN(ud)
+{
+	if (self->ah_ab)
+		ibv_destroy_ah(self->ah_ab);
+	if (self->ah_ba)
+		ibv_destroy_ah(self->ah_ba);
+	side_close(&self->a);
+	side_close(&self->b);
+}
+
+static uint16_t ip_csum(const uint8_t *h, int len)
+{
+	uint32_t sum = 0;
+	int i;
+
+	for (i = 0; i < len; i += 2)
+		sum += (h[i] << 8) | h[i + 1];
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (uint16_t)sum;
+}
+
+/*
+ * One UD message of @len bytes in three SGEs (inline if @inl) from
+ * @s's QP to @r's through @ah, with an immediate if @imm; the receive
+ * has three SGEs, split elsewhere, covering the 40-byte GRH area and the
+ * data.  Checks both completions, the GRH (IPv4 header in its last 20
+ * bytes: addresses from the GIDs, TTL and TOS from the AH, length,
+ * checksum) and the data byte for byte.
+ */
+static void ud_send_check(struct __test_metadata *_metadata, struct side *s,
+			  struct side *r, struct ibv_ah *ah, uint32_t len,
+			  int imm, int inl, uint32_t seed)
+{
+	static uint8_t want[8192], got[8192];
+	struct ibv_sge ss[3], rs[3];
+	struct ibv_send_wr wr = { .wr_id = 0x5000 + seed, .sg_list = ss,
+				  .num_sge = 3,
+				  .opcode = imm ? IBV_WR_SEND_WITH_IMM :
+						  IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED,
+				  .imm_data = htobe32(0xd0000000 + seed) };
+	const uint8_t *ip = got + 20;
+	uint32_t tot;
+	struct ibv_wc wc;
+
+	ASSERT_LE(len + GRH_LEN, sizeof(got));
+	make_sges(s, len, 0, ss);
+	fill_sges(ss, seed);
+	ASSERT_EQ(len, gather_sges(ss, want));
+	if (inl) {
+		wr.send_flags |= IBV_SEND_INLINE;
+		ss[1].lkey = 0xdeadbeef;
+	}
+	wr.wr.ud.ah = ah;
+	wr.wr.ud.remote_qpn = r->qp->qp_num;
+	wr.wr.ud.remote_qkey = UD_QKEY;
+	make_sges(r, len + GRH_LEN, 1, rs);
+	memset(r->buf, 0xee, 2 * len + 4096);
+	ASSERT_EQ(0, post_recv1(r->qp, 0x6000 + seed, rs, 3));
+	ASSERT_EQ(0, post1(s->qp, &wr));
+	if (inl)
+		memset(s->buf, 0, len + 64);
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(s->cq, &wc));
+	EXPECT_EQ(0x5000 + seed, wc.wr_id);
+	EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(r->cq, &wc))
+		TH_LOG("len %u imm %d inline %d", len, imm, inl);
+	EXPECT_EQ(0x6000 + seed, wc.wr_id);
+	EXPECT_EQ(IBV_WC_RECV, wc.opcode);
+	EXPECT_EQ(len + GRH_LEN, wc.byte_len);
+	EXPECT_EQ(r->qp->qp_num, wc.qp_num);
+	EXPECT_EQ(s->qp->qp_num, wc.src_qp);
+	EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
+	EXPECT_EQ(imm ? IBV_WC_WITH_IMM : 0, wc.wc_flags & IBV_WC_WITH_IMM);
+	if (imm)
+		EXPECT_EQ(htobe32(0xd0000000 + seed), wc.imm_data);
+	ASSERT_EQ(len + GRH_LEN, gather_sges(rs, got));
+	EXPECT_EQ(0, memcmp(want, got + GRH_LEN, len)) TH_LOG("len %u", len);
+	EXPECT_EQ(-1, sges_fenced(rs)) TH_LOG("len %u", len);
+
+	/* IPv4 (the GIDs are IPv4-mapped): the header in bytes 20..39 */
+	EXPECT_EQ(0x45, ip[0]);
+	EXPECT_EQ(0x28, ip[1]);			/* TOS = traffic class */
+	tot = 20 + 8 + 12 + 8 + (imm ? 4 : 0) + ((len + 3) & ~3u) + 4;
+	EXPECT_EQ(tot, (uint32_t)(ip[2] << 8 | ip[3]));
+	EXPECT_EQ(64, ip[8]);			/* TTL = hop limit */
+	EXPECT_EQ(17, ip[9]);			/* UDP */
+	EXPECT_EQ(0xffff, ip_csum(ip, 20));
+	EXPECT_EQ(0, memcmp(ip + 12, s->gid.raw + 12, 4));
+	EXPECT_EQ(0, memcmp(ip + 16, r->gid.raw + 12, 4));
+}
+
+/* SEND and SEND_WITH_IMM, 0 B to the MTU, both directions */
+TEST_F(ud, send_recv)
+{
+	uint32_t lens[] = { 0, 1, 63, 1000, self->mtu - 1, self->mtu };
+	unsigned int i, imm;
+
+	for (imm = 0; imm < 2; imm++)
+		for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+			ud_send_check(_metadata, &self->a, &self->b,
+				      self->ah_ab, lens[i], imm, 0,
+				      imm * 16 + i);
+	ud_send_check(_metadata, &self->b, &self->a, self->ah_ba, self->mtu,
+		      1, 0, 40);
+	ud_send_check(_metadata, &self->b, &self->a, self->ah_ba, 777, 0, 0,
+		      41);
+}
+
+/* inline, up to max_inline, the source overwritten right after the post */
+TEST_F(ud, inline_send)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	uint32_t max;
+
+	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &qa, IBV_QP_CAP, &ia));
+	max = qa.cap.max_inline_data;
+	ASSERT_GE(max, 256);
+	ud_send_check(_metadata, &self->a, &self->b, self->ah_ab, 1, 0, 1, 50);
+	ud_send_check(_metadata, &self->a, &self->b, self->ah_ab, 63, 1, 1, 51);
+	ud_send_check(_metadata, &self->a, &self->b, self->ah_ab, max - 1, 1,
+		      1, 52);
+	ud_send_check(_metadata, &self->a, &self->b, self->ah_ab, max, 0, 1,
+		      53);
+}
+
+/*
+ * A wrong Q_Key: the sender completes (sent), the receiver drops the
+ * message without a completion; the next one, whose WR Q_Key has the
+ * high bit set (so the QP's own Q_Key goes out), lands in the first
+ * receive.
+ */
+TEST_F(ud, qkey_mismatch_dropped)
+{
+	struct ibv_sge ss = { (uintptr_t)self->a.buf + 1, 500,
+			      self->a.mr->lkey };
+	struct ibv_sge rs[2] = {
+		{ (uintptr_t)self->b.buf + 3, GRH_LEN + 500, self->b.mr->lkey },
+		{ (uintptr_t)self->b.buf + 8195, GRH_LEN + 500,
+		  self->b.mr->lkey } };
+	struct ibv_send_wr wr = { .sg_list = &ss, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_wc wc;
+	int i;
+
+	memset(self->b.buf, 0xee, 16384);
+	ASSERT_EQ(0, post_recv1(self->b.qp, 61, &rs[0], 1));
+	ASSERT_EQ(0, post_recv1(self->b.qp, 62, &rs[1], 1));
+	wr.wr.ud.ah = self->ah_ab;
+	wr.wr.ud.remote_qpn = self->b.qp->qp_num;
+
+	memset(self->a.buf + 1, 0x11, 500);
+	wr.wr_id = 63;
+	wr.wr.ud.remote_qkey = UD_QKEY ^ 1;
+	ASSERT_EQ(0, post1(self->a.qp, &wr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(63, wc.wr_id);
+
+	memset(self->a.buf + 1, 0x22, 500);
+	wr.wr_id = 64;
+	wr.wr.ud.remote_qkey = 0x80000000u;
+	ASSERT_EQ(0, post1(self->a.qp, &wr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(64, wc.wr_id);
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+	EXPECT_EQ(61, wc.wr_id);
+	EXPECT_EQ(GRH_LEN + 500, wc.byte_len);
+	for (i = 0; i < 500; i++)
+		ASSERT_EQ(0x22, self->b.buf[3 + GRH_LEN + i]) TH_LOG("%d", i);
+	EXPECT_EQ(0, cq_quiet(self->b.cq));
+	for (i = 0; i < GRH_LEN + 500; i++)
+		ASSERT_EQ(0xee, self->b.buf[8195 + i]);
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->b.qp));
+}
+
+/* UD has no RNR: a SEND finding no receive is gone, the next one lands */
+TEST_F(ud, send_no_recv_dropped)
+{
+	struct ibv_sge ss = { (uintptr_t)self->a.buf + 1, 300,
+			      self->a.mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 70, .sg_list = &ss, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_wc wc;
+
+	wr.wr.ud.ah = self->ah_ab;
+	wr.wr.ud.remote_qpn = self->b.qp->qp_num;
+	wr.wr.ud.remote_qkey = UD_QKEY;
+	ASSERT_EQ(0, post1(self->a.qp, &wr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(0, cq_quiet(self->b.cq));
+	ud_send_check(_metadata, &self->a, &self->b, self->ah_ab, 300, 1, 0,
+		      71);
+}
+
+/*
+ * One byte more than the MTU is refused with LOC_LEN_ERR and puts the
+ * send queue in error (remu moves the QP to ERR; IBA's SQE would do the
+ * same for the send queue): the WR behind it is flushed and nothing
+ * reaches the receiver.
+ */
+TEST_F(ud, larger_than_mtu)
+{
+	struct ibv_sge ss[3], rs = { (uintptr_t)self->b.buf, 8192,
+				     self->b.mr->lkey };
+	struct ibv_send_wr wr[2] = {
+		{ .wr_id = 80, .sg_list = ss, .num_sge = 3, .next = &wr[1],
+		  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
+		{ .wr_id = 81, .sg_list = ss, .num_sge = 1,
+		  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED } };
+	enum ibv_qp_state st;
+	struct ibv_wc wc;
+
+	make_sges(&self->a, self->mtu + 1, 0, ss);
+	wr[0].wr.ud.ah = self->ah_ab;
+	wr[0].wr.ud.remote_qpn = self->b.qp->qp_num;
+	wr[0].wr.ud.remote_qkey = UD_QKEY;
+	wr[1].wr.ud = wr[0].wr.ud;
+	ASSERT_EQ(0, post_recv1(self->b.qp, 82, &rs, 1));
+	ASSERT_EQ(0, post1(self->a.qp, wr));
+	EXPECT_EQ(IBV_WC_LOC_LEN_ERR, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(80, wc.wr_id);
+	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(81, wc.wr_id);
+	st = qp_state(self->a.qp);
+	EXPECT_TRUE(st == IBV_QPS_ERR || st == IBV_QPS_SQE) TH_LOG("%d", st);
+	EXPECT_EQ(0, cq_quiet(self->b.cq));
+}
+
+/* UD has SENDs only: WRITE, READ, atomics are refused at post */
+TEST_F(ud, refuses_rdma_atomic)
+{
+	static const enum ibv_wr_opcode bad_ops[] = {
+		IBV_WR_RDMA_WRITE, IBV_WR_RDMA_WRITE_WITH_IMM,
+		IBV_WR_RDMA_READ, IBV_WR_ATOMIC_CMP_AND_SWP,
+		IBV_WR_ATOMIC_FETCH_AND_ADD, IBV_WR_SEND_WITH_INV };
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 8, self->a.mr->lkey };
+	struct ibv_send_wr *bad;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(bad_ops) / sizeof(bad_ops[0]); i++) {
+		struct ibv_send_wr wr = { .wr_id = 90 + i, .sg_list = &sge,
+					  .num_sge = 1, .opcode = bad_ops[i],
+					  .send_flags = IBV_SEND_SIGNALED };
+
+		wr.wr.ud.ah = self->ah_ab;
+		wr.wr.ud.remote_qpn = self->b.qp->qp_num;
+		wr.wr.ud.remote_qkey = UD_QKEY;
+		bad = NULL;
+		EXPECT_EQ(EINVAL, ibv_post_send(self->a.qp, &wr, &bad))
+			TH_LOG("opcode %d", bad_ops[i]);
+		EXPECT_EQ(&wr, bad);
+	}
+	EXPECT_EQ(0, cq_quiet(self->a.cq));
+	ud_send_check(_metadata, &self->a, &self->b, self->ah_ab, 10, 0, 0,
+		      99);
 }
 
 TEST_HARNESS_MAIN

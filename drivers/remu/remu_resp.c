@@ -9,7 +9,8 @@
  * only the copy is used), the RDMA WRITE in progress.  RC checks the PSN:
  * a duplicate is re-ACKed (a duplicate READ is executed again), a packet
  * from the future gets one PSN sequence error NAK.  UC resynchronises on
- * the next first/only packet; UD checks the Q_Key and writes the 40-byte
+ * the next first/only packet and silently drops a WRITE it refuses (bad
+ * rkey, bounds, length); UD checks the Q_Key and writes the 40-byte
  * GRH area (IPv4: the IPv4 header in its last 20 bytes) before the data.
  *
  * Runs only in the QP's work item (remu_eng_run()).  RQ slots are
@@ -471,6 +472,13 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		err = remu_resp_write(qp, skb);
 		if (err) {
 			e->in_write = false;
+			/*
+			 * UC has no NAK: the rest of the message is dropped
+			 * (IBA class D), a receive it took stays for the
+			 * next one, and the QP goes on.
+			 */
+			if (!rc)
+				goto next;
 			remu_resp_fatal(qp, psn, err == -EACCES ?
 					REMU_AETH_NAK_REM_ACC_ERR :
 					REMU_AETH_NAK_INVALID_REQ);
