@@ -58,7 +58,6 @@ static void remu_resp_fatal(struct remu_qp *qp, u32 psn, u8 syn)
 	remu_qp_error(qp);
 }
 
-/* take a receive WQE into qp->eng.rwqe; false if none */
 /* No receive WQE for a SEND or WRITE_WITH_IMM on RC: ask for a retry. */
 static void remu_resp_rnr_nak(struct remu_qp *qp, u32 psn)
 {
@@ -67,6 +66,7 @@ static void remu_resp_rnr_nak(struct remu_qp *qp, u32 psn)
 		      (qp->attr.min_rnr_timer & 0x1f), false, 0);
 }
 
+/* take a receive WQE into qp->eng.rwqe; false if none */
 static bool remu_resp_get_rwqe(struct remu_qp *qp)
 {
 	struct remu_qp_eng *e = &qp->eng;
