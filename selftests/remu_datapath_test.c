@@ -702,6 +702,90 @@ TEST_F(dp, err_lkey_out_of_bounds)
 	expect_err(_metadata, &self->a, &wr, IBV_WC_LOC_PROT_ERR);
 }
 
+/* an lkey of an MR in another PD of the same context: LOC_PROT_ERR */
+TEST_F(dp, err_lkey_other_pd)
+{
+	struct ibv_pd *pd2 = ibv_alloc_pd(self->a.ctx);
+	struct ibv_mr *mr2;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE };
+
+	ASSERT_NE(NULL, pd2);
+	mr2 = ibv_reg_mr(pd2, self->a.buf, 4096, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, mr2);
+	sge = (struct ibv_sge){ (uintptr_t)self->a.buf, 100, mr2->lkey };
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	wr.wr.rdma.rkey = self->b.mr->rkey;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_LOC_PROT_ERR);
+	ibv_dereg_mr(mr2);
+	ibv_dealloc_pd(pd2);
+}
+
+/* an rkey of an MR in another PD on the responder: REM_ACCESS_ERR, and
+ * not a byte of it written */
+TEST_F(dp, err_rkey_other_pd)
+{
+	struct ibv_pd *pd2 = ibv_alloc_pd(self->b.ctx);
+	uint8_t *tgt = aligned_alloc(4096, 4096);
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 100, self->a.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE };
+	struct ibv_mr *mr2;
+	int i;
+
+	ASSERT_NE(NULL, pd2);
+	ASSERT_NE(NULL, tgt);
+	memset(tgt, 0x5a, 4096);
+	memset(self->a.buf, 0xa5, 100);
+	mr2 = ibv_reg_mr(pd2, tgt, 4096, IBV_ACCESS_LOCAL_WRITE |
+			 IBV_ACCESS_REMOTE_WRITE);
+	ASSERT_NE(NULL, mr2);
+	wr.wr.rdma.remote_addr = (uintptr_t)tgt;
+	wr.wr.rdma.rkey = mr2->rkey;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
+	for (i = 0; i < 4096; i++)
+		ASSERT_EQ(0x5a, tgt[i]);
+	ibv_dereg_mr(mr2);
+	ibv_dealloc_pd(pd2);
+	free(tgt);
+}
+
+/* keys of a deregistered MR: LOC_PROT_ERR locally, REM_ACCESS_ERR remotely */
+TEST_F(dp, err_destroyed_mr_keys)
+{
+	uint8_t *tmp = aligned_alloc(4096, 4096);
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE };
+	struct ibv_mr *gone;
+	uint32_t lkey, rkey;
+
+	ASSERT_NE(NULL, tmp);
+	gone = ibv_reg_mr(self->b.pd, tmp, 4096, IBV_ACCESS_LOCAL_WRITE |
+			  IBV_ACCESS_REMOTE_WRITE);
+	ASSERT_NE(NULL, gone);
+	rkey = gone->rkey;
+	ASSERT_EQ(0, ibv_dereg_mr(gone));
+	sge = (struct ibv_sge){ (uintptr_t)self->a.buf, 64, self->a.mr->lkey };
+	wr.wr.rdma.remote_addr = (uintptr_t)tmp;
+	wr.wr.rdma.rkey = rkey;
+	expect_err_on(_metadata, &self->a, self->a.qp, self->a.cq, &wr,
+		      IBV_WC_REM_ACCESS_ERR);
+
+	gone = ibv_reg_mr(self->a.pd, tmp, 4096, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, gone);
+	lkey = gone->lkey;
+	ASSERT_EQ(0, ibv_dereg_mr(gone));
+	sge = (struct ibv_sge){ (uintptr_t)tmp, 64, lkey };
+	wr.next = NULL;
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	wr.wr.rdma.rkey = self->b.mr->rkey;
+	expect_err_on(_metadata, &self->a, self->a.qp2, self->a.cq2, &wr,
+		      IBV_WC_LOC_PROT_ERR);
+	free(tmp);
+}
+
 TEST_F(dp, err_bad_rkey)
 {
 	struct ibv_sge sge = { (uintptr_t)self->a.buf, 100, self->a.mr->lkey };

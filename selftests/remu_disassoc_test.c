@@ -253,10 +253,15 @@ FIXTURE_SETUP(gone)
 	remu_sh("rdma link delete " DEV " 2>/dev/null; ip link del rdx0 2>/dev/null");
 	ASSERT_EQ(0, remu_sh("ip link add rdx0 type veth peer name rdx1 && "
 			     "ip addr add 10.79.0.1/24 dev rdx0 && "
-			     "ip link set rdx1 up && ip link set rdx0 up && "
-			     "rdma link add " DEV " type remu netdev rdx0"));
+			     "ip link set rdx1 up && ip link set rdx0 up"));
+	/*
+	 * Counted before the device exists: the device's own objects (the
+	 * MAD layer's PD, MR, CQ and QP1) go with it, the process's with
+	 * the disassociation.
+	 */
 	for (i = 0; i < NR_TYPES; i++)
 		self->base[i] = remu_obj_count(obj_types[i]);
+	ASSERT_EQ(0, remu_sh("rdma link add " DEV " type remu netdev rdx0"));
 	self->refcnt = module_refcnt();
 	ASSERT_LE(0, self->refcnt);
 	ASSERT_EQ(0, end_open(&self->a));

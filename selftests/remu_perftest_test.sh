@@ -17,6 +17,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/ktap.sh"
+. "$here/remu_lib.sh"
 
 filter=${1:-}
 "$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
@@ -71,7 +72,7 @@ pt() {
 	"${sex[@]}" timeout 60 "$@" -d "$sdev" -x 1 -F -p "$port" \
 		>"$sout" 2>&1 &
 	spid=$!
-	sleep 0.5
+	remu_wait_listen "$spid" "$port"
 	timeout 60 "$@" -d remu0 -x 1 -F -p "$port" "$addr" >"$cout" 2>&1
 	rc=$?
 	wait "$spid"

@@ -12,6 +12,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/ktap.sh"
+. "$here/remu_lib.sh"
 
 progs=(rc uc ud srq)
 ktap_header $((${#progs[@]} * 3))
@@ -29,7 +30,7 @@ pp() {
 	"${sex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$sdev" -g 1 -c \
 		-p "$port" -n 200 >"$sout" 2>&1 &
 	spid=$!
-	sleep 0.5
+	remu_wait_listen "$spid" "$port"
 	"${cex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$cdev" -g 1 -c \
 		-p "$port" -n 200 "$addr" >"$cout" 2>&1
 	rc=$?
