@@ -812,6 +812,28 @@ TEST_F(dp, err_remote_out_of_bounds)
 		ASSERT_EQ(0xee, self->b.buf[BUF_SIZE - 64 + i]);
 }
 
+/*
+ * A multi-packet WRITE whose last packet would run one byte past the end
+ * of the MR: refused as a whole, before any of its packets is placed.
+ */
+TEST_F(dp, err_remote_out_of_bounds_late)
+{
+	const uint32_t len = 3 * 4096 + 100;
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, len, self->a.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE };
+	uint8_t *tgt = self->b.buf + BUF_SIZE - len + 1;
+	uint32_t i;
+
+	memset(self->a.buf, 0x11, len);
+	memset(tgt, 0xee, len - 1);
+	wr.wr.rdma.remote_addr = (uintptr_t)tgt;
+	wr.wr.rdma.rkey = self->b.mr->rkey;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
+	for (i = 0; i < len - 1; i++)
+		ASSERT_EQ(0xee, tgt[i]) TH_LOG("byte %u was written", i);
+}
+
 TEST_F(dp, err_read_out_of_bounds)
 {
 	struct ibv_sge sge = { (uintptr_t)self->a.buf, 100, self->a.mr->lkey };

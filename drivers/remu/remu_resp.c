@@ -230,6 +230,22 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 		e->wr_off = 0;
 		if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_WRITE))
 			return -EACCES;
+		/*
+		 * The whole message must fit the MR before its first byte is
+		 * placed: a WRITE that runs past the end in a later packet is
+		 * refused here, not after its first packets landed.
+		 */
+		if (e->wr_len) {
+			mr = remu_mr_lookup(qp->rdev, e->wr_rkey, REMU_RKEY);
+			if (!mr)
+				return -EACCES;
+			err = remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd),
+					    e->wr_va, e->wr_len,
+					    IB_ACCESS_REMOTE_WRITE);
+			remu_mr_put(mr);
+			if (err)
+				return -EACCES;
+		}
 	}
 	if (e->wr_off + cb->paylen > e->wr_len)
 		return -EINVAL;
