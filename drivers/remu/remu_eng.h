@@ -87,6 +87,18 @@ struct remu_kreg {
 };
 
 /**
+ * struct remu_atomic_res - an executed atomic, kept for a duplicate
+ * @psn:	PSN of the atomic request
+ * @valid:	the entry holds a result
+ * @orig:	the original value it returned
+ */
+struct remu_atomic_res {
+	u32 psn;
+	bool valid;
+	u64 orig;
+};
+
+/**
  * struct remu_qp_eng - engine state of a QP (see the top comment)
  * @rxq:	packets queued by remu_rcv() (its own lock: softirq side)
  * @mtu:	path MTU in bytes
@@ -111,6 +123,10 @@ struct remu_kreg {
  * @rwqe, @rsge: the kernel copy of the receive WQE
  * @roff:	bytes placed into it
  * @wr_va, @wr_rkey, @wr_len, @wr_off: the RDMA WRITE in progress
+ * @ares:	responder: the last REMU_MAX_RD_ATOMIC atomics' results, so a
+ *		duplicate atomic is answered with its saved result, not
+ *		executed again
+ * @ares_next:	the @ares slot the next atomic's result goes into
  */
 struct remu_qp_eng {
 	struct sk_buff_head rxq;
@@ -143,6 +159,8 @@ struct remu_qp_eng {
 	u32 wr_rkey;
 	u32 wr_len;
 	u32 wr_off;
+	struct remu_atomic_res ares[REMU_MAX_RD_ATOMIC];
+	u32 ares_next;
 };
 
 /* extended header @h of a queued packet (skb->data at the BTH) */

@@ -123,6 +123,8 @@ void remu_eng_modify(struct remu_qp *qp, int next)
 	case IB_QPS_RTR:
 		e->rpsn = qp->attr.rq_psn;
 		e->msn = 0;
+		memset(e->ares, 0, sizeof(e->ares));
+		e->ares_next = 0;
 		remu_eng_set_mtu(qp);
 		break;
 	case IB_QPS_RTS:
