@@ -69,10 +69,16 @@ static unsigned long remu_timeout_jiffies(u8 timeout)
 void remu_comp_arm(struct remu_qp *qp)
 {
 	struct remu_qp_eng *e = &qp->eng;
+	struct remu_swqe *sw = &e->st[qp->sq.ring.cons & qp->sq.ring.mask];
 
 	if (e->rnr_wait || !qp->attr.timeout)
 		return;
-	if (qp->sq.ring.cons == e->head) {
+	/*
+	 * Nothing outstanding only when the oldest WQE has not been taken
+	 * yet: after going back, head is at the oldest WQE while it is
+	 * being resent, and the window may stop it there half sent.
+	 */
+	if (qp->sq.ring.cons == e->head && !sw->valid) {
 		del_timer(&e->timer);
 		return;
 	}
@@ -283,7 +289,9 @@ void remu_comp_timeout(struct remu_qp *qp)
 		e->rnr_wait = false;
 		return;		/* the requester resends from una */
 	}
-	if (qp->sq.ring.cons == e->head)
+	/* idle only if the oldest WQE has not been taken (see remu_comp_arm) */
+	if (qp->sq.ring.cons == e->head &&
+	    !e->st[qp->sq.ring.cons & qp->sq.ring.mask].valid)
 		return;
 	if (!e->retries) {
 		remu_count(qp->rdev, REMU_CNT_RETRY_EXCEEDED);
