@@ -95,35 +95,54 @@ static bool remu_is_rd(u32 op)
 /*
  * Complete the outstanding WQEs that end before @psn (@inclusive: at or
  * before it), in order; READ/atomic WQEs only by their own responses.
+ * Return: how many completed.
  */
-static void remu_comp_upto(struct remu_qp *qp, u32 psn, bool inclusive)
+static int remu_comp_upto(struct remu_qp *qp, u32 psn, bool inclusive)
 {
 	struct remu_qp_eng *e = &qp->eng;
 	struct remu_queue *q = &qp->sq.ring;
+	int n = 0;
 
-	while (q->cons != e->head) {
+	for (;;) {
 		u32 idx = q->cons;
 		struct remu_swqe *sw = &e->st[idx & q->mask];
 		struct remu_send_wqe *w = remu_req_copy(qp, idx);
 		u32 last = (sw->first_psn + sw->npkts - 1) & REMU_PSN_MASK;
 
-		if (!sw->valid || sw->sent < sw->npkts)
+		if (!sw->valid || !remu_queue_used_by_consumer(q))
+			break;
+		if (remu_is_rd(w->opcode))
 			break;
 		if (inclusive ? remu_psn_before(psn, last) :
 				!remu_psn_before(last, psn))
 			break;
-		if (remu_is_rd(w->opcode))
-			break;
+		/*
+		 * All of it arrived, though the requester may have gone back
+		 * into it meanwhile (sent < npkts): new PSNs start after it.
+		 */
+		if (remu_psn_before(e->psn, last + 1))
+			e->psn = (last + 1) & REMU_PSN_MASK;
 		remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
+		n++;
 	}
+	return n;
 }
 
-static void remu_comp_progress(struct remu_qp *qp, u32 una)
+/*
+ * Everything before @una has been acknowledged.  Only real progress (una
+ * moves, or @force: a WQE completed, a READ response was placed) resets
+ * the retry counts and restarts the timer: a stale or duplicated ACK must
+ * not postpone the retransmission of what is still missing.
+ */
+static void remu_comp_progress(struct remu_qp *qp, u32 una, bool force)
 {
 	struct remu_qp_eng *e = &qp->eng;
+	bool moved = remu_psn_before(e->una, una & REMU_PSN_MASK);
 
-	if (remu_psn_before(e->una, una))
-		e->una = una;
+	if (moved)
+		e->una = una & REMU_PSN_MASK;
+	if (!moved && !force)
+		return;
 	e->retries = qp->attr.retry_cnt;
 	e->rnr_left = qp->attr.rnr_retry;
 	remu_comp_arm(qp);
@@ -170,7 +189,15 @@ static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
 {
 	struct remu_qp_eng *e = &qp->eng;
 
+	/*
+	 * A NAK acknowledges everything before its PSN; one for a PSN
+	 * before una is stale (duplicated, or overtaken by a later ACK):
+	 * acting on it would resend what has arrived.
+	 */
+	if (remu_psn_before(psn, e->una))
+		return;
 	remu_comp_upto(qp, psn, false);
+	remu_comp_progress(qp, psn, false);
 	if ((syn & REMU_AETH_TYPE_MASK) == REMU_AETH_RNR_NAK) {
 		remu_count(qp->rdev, REMU_CNT_SND_RNR);
 		if (e->rnr_left != 7) {
@@ -213,8 +240,8 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		goto out;
 	}
 	if (cb->opcode == IB_OPCODE_RC_ACKNOWLEDGE) {
-		remu_comp_upto(qp, psn, true);
-		remu_comp_progress(qp, psn + 1);
+		remu_comp_progress(qp, psn + 1,
+				   remu_comp_upto(qp, psn, true) > 0);
 		goto out;
 	}
 
@@ -248,7 +275,7 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 				goto out;
 			}
 			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
-			remu_comp_progress(qp, psn + 1);
+			remu_comp_progress(qp, psn + 1, true);
 			goto out;
 		}
 		if (w->opcode != IB_UVERBS_WR_RDMA_READ)
@@ -268,7 +295,7 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 			goto out;
 		}
 		sw->rcvd++;
-		remu_comp_progress(qp, psn + 1);
+		remu_comp_progress(qp, psn + 1, true);
 		if (sw->rcvd == sw->npkts) {
 			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
 			remu_comp_arm(qp);
