@@ -15,6 +15,7 @@
 #ifndef REMU_ENG_H
 #define REMU_ENG_H
 
+#include <linux/bitmap.h>
 #include <linux/skbuff.h>
 #include <linux/timer.h>
 #include <rdma/remu-abi.h>
@@ -29,6 +30,10 @@ struct remu_mr;
 #define REMU_RXQ_MAX		1024
 #define REMU_REQ_WINDOW		128
 #define REMU_ACK_EVERY		32
+/* READ responses placed out of order: at most this far beyond the first missing */
+#define REMU_RD_MAP		256
+/* responses placed beyond a gap before it counts as lost, not overtaken */
+#define REMU_RD_GAP_THRESH	8
 
 /* what the receive softirq leaves for the work item, in skb->cb */
 struct remu_skb_cb {
@@ -50,7 +55,12 @@ static inline struct remu_skb_cb *remu_cb(struct sk_buff *skb)
  * @first_psn:	PSN of its first packet
  * @npkts:	packets (for READ: response packets expected)
  * @sent:	request packets sent so far
- * @rcvd:	READ: response packets placed
+ * @rcvd:	READ: response packets placed in order (all before
+ *		@first_psn + @rcvd); atomic: 1 once its ACK arrived.  A READ
+ *		or atomic is finished when @rcvd == @npkts
+ * @map:	READ: 1 + its entry in remu_qp_eng.rdmap (0: none)
+ * @asked:	READ/atomic: @rcvd + 1 once the completer asked again for
+ *		what is missing at @rcvd (0: not); once per gap, then the timer
  * @len:	message length
  */
 struct remu_swqe {
@@ -60,7 +70,25 @@ struct remu_swqe {
 	u32 npkts;
 	u32 sent;
 	u32 rcvd;
+	u8 map;
+	u32 asked;
 	u32 len;
+};
+
+/**
+ * struct remu_rd_map - READ responses placed beyond the first missing one
+ * @bits:	bit (k % REMU_RD_MAP) for response k, rcvd < k < rcvd + REMU_RD_MAP
+ * @nset:	bits set
+ * @later:	responses of later READs/atomics seen meanwhile
+ * @seen_last:	the READ's last response has been placed
+ * @beyond:	a response came from beyond the map (not placed)
+ */
+struct remu_rd_map {
+	DECLARE_BITMAP(bits, REMU_RD_MAP);
+	u16 nset;
+	u16 later;
+	bool seen_last;
+	bool beyond;
 };
 
 /**
@@ -109,6 +137,8 @@ struct remu_atomic_res {
  * @psn:	next request PSN
  * @una:	oldest unacknowledged PSN (RC)
  * @rd_out:	outstanding READ/atomic WQEs
+ * @rdmap:	out-of-order response maps of the outstanding READs
+ * @rdmap_used:	bit i: @rdmap[i] belongs to a READ
  * @retries:	retransmissions left before RETRY_EXC_ERR
  * @rnr_left:	RNR retries left (7 = infinite)
  * @rnr_wait:	waiting for the RNR timer
@@ -139,6 +169,8 @@ struct remu_qp_eng {
 	u32 psn;
 	u32 una;
 	u32 rd_out;
+	struct remu_rd_map rdmap[REMU_MAX_RD_ATOMIC];
+	u32 rdmap_used;
 	u8 retries;
 	u8 rnr_left;
 	bool rnr_wait;
@@ -183,6 +215,31 @@ static inline s32 remu_psn_diff(u32 a, u32 b)
 	return (s32)((a - b) << 8) >> 8;
 }
 
+/* the out-of-order map of READ @sw, or NULL */
+static inline struct remu_rd_map *remu_swqe_map(struct remu_qp_eng *e,
+						 struct remu_swqe *sw)
+{
+	return sw->map ? &e->rdmap[sw->map - 1] : NULL;
+}
+
+/*
+ * The responses READ @sw still lacks first: [@sw->rcvd, returned index),
+ * up to the first one placed out of order, or the end.
+ */
+static inline u32 remu_swqe_read_end(struct remu_qp_eng *e,
+				     struct remu_swqe *sw)
+{
+	struct remu_rd_map *m = remu_swqe_map(e, sw);
+	u32 k;
+
+	if (!m || !m->nset)
+		return sw->npkts;
+	for (k = sw->rcvd + 1; k < sw->npkts && k < sw->rcvd + REMU_RD_MAP; k++)
+		if (test_bit(k % REMU_RD_MAP, m->bits))
+			return k;
+	return sw->npkts;
+}
+
 /* remu_eng (in remu_req.c): life cycle, called by remu_qp.c */
 int remu_eng_init(struct remu_qp *qp);
 void remu_eng_fini(struct remu_qp *qp);
@@ -193,6 +250,7 @@ void remu_eng_run(struct remu_qp *qp);
 /* requester */
 void remu_req_run(struct remu_qp *qp);
 void remu_req_go_back(struct remu_qp *qp, u32 psn);
+void remu_req_ask_again(struct remu_qp *qp, u32 idx);
 void *remu_req_copy(struct remu_qp *qp, u32 idx);
 int remu_req_av(struct remu_qp *qp, void *av);
 
