@@ -12,7 +12,9 @@
  * concurrent FETCH_ADDs from two QPs, a misaligned target), the error
  * completions (bad lkey, bad rkey, out of bounds, missing remote right:
  * exact status, the rest flushed) and RNR (retried until a receive is
- * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR).
+ * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR), and with
+ * REMU_DP_OUTAGE=1 the retransmit timer across a short outage and
+ * RETRY_EXC_ERR with the wire cut (remu_netem_test.sh).
  *
  * Fixtures uc and ud do the same for the other transports: UC SEND,
  * SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM (0 B to 1 MiB) and
@@ -81,6 +83,9 @@ static int side_open(struct side *s, const char *dev, enum ibv_qp_type type)
 	return s->qp2 ? 0 : -1;
 }
 
+/* the QPs' local ACK timeout (4.096 us * 2^14 = 67 ms) */
+static int qp_timeout = 14;
+
 static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 		      struct side *peer, int rnr_retry)
 {
@@ -112,7 +117,7 @@ static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = 0x123;
-	a.timeout = 14;
+	a.timeout = qp_timeout;
 	a.retry_cnt = 7;
 	a.rnr_retry = rnr_retry;
 	a.max_rd_atomic = 4;
@@ -959,6 +964,125 @@ TEST_F(dp, rnr_retry_exceeded)
 	EXPECT_EQ(21, wc.wr_id);
 	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, poll_one(self->a.cq2, &wc));
 	EXPECT_EQ(22, wc.wr_id);
+}
+
+/*
+ * The retransmit timer on its own, and retry exhaustion.  Both cut the
+ * wire by dropping every packet remu0 sends (netem loss 100% on v0, set
+ * with tc), so they run only on remu0_remu1 with REMU_DP_OUTAGE=1, which
+ * remu_netem_test.sh sets; anywhere else they are skipped.
+ */
+static int outage_ok(const char *dev_b)
+{
+	return getenv("REMU_DP_OUTAGE") && strcmp(dev_b, "remu0");
+}
+
+static int wire_cut(int on)
+{
+	return remu_sh(on ? "tc qdisc replace dev v0 root netem loss 100%" :
+			    "tc qdisc del dev v0 root");
+}
+
+/* both ends of the first QP pair through RESET, connected again */
+static int reconnect(struct side *a, struct side *b)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_RESET };
+
+	if (ibv_modify_qp(a->qp, &qa, IBV_QP_STATE) ||
+	    ibv_modify_qp(b->qp, &qa, IBV_QP_STATE))
+		return -1;
+	if (qp_connect(a->qp, a, b->qp, b, 7))
+		return -1;
+	return qp_connect(b->qp, b, a->qp, a, 7);
+}
+
+/*
+ * A 64 KiB WRITE sent into a 300 ms outage: nothing completes during it,
+ * the timer (QP timeout 17: 537 ms, 7 retries) resends, the WRITE
+ * completes with every byte in place and the completer counted the
+ * retransmission.
+ */
+TEST_F(dp, outage_timer)
+{
+	struct ibv_sge ss[3], rs[3];
+	struct ibv_send_wr swr = { .wr_id = 31, .sg_list = ss, .num_sge = 3,
+				   .opcode = IBV_WR_RDMA_WRITE,
+				   .send_flags = IBV_SEND_SIGNALED };
+	struct timespec d = { 0, 300 * 1000 * 1000 };
+	struct ibv_wc wc;
+	long r0 = hw_counter(variant->dev_a, "completer_retry_err");
+	int n, st;
+
+	if (!outage_ok(variant->dev_b))
+		SKIP(return, "needs REMU_DP_OUTAGE=1 and remu0_remu1");
+	ASSERT_GE(r0, 0);
+	qp_timeout = 17;
+	st = reconnect(&self->a, &self->b);
+	qp_timeout = 14;
+	ASSERT_EQ(0, st);
+	make_sges(&self->a, 65537, 0, ss);
+	fill_sges(ss, 99);
+	memset(self->b.buf, 0xee, BUF_SIZE);
+	rs[0] = (struct ibv_sge){ (uintptr_t)self->b.buf + 5, 65537, 0 };
+	rs[1] = (struct ibv_sge){ 0, 0, 0 };
+	rs[2] = (struct ibv_sge){ 0, 0, 0 };
+	swr.wr.rdma.remote_addr = rs[0].addr;
+	swr.wr.rdma.rkey = self->b.mr->rkey;
+	ASSERT_EQ(0, wire_cut(1));
+	st = post1(self->a.qp, &swr);
+	nanosleep(&d, NULL);
+	n = ibv_poll_cq(self->a.cq, 1, &wc);
+	ASSERT_EQ(0, wire_cut(0));
+	ASSERT_EQ(0, st);
+	EXPECT_EQ(0, n);
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(31, wc.wr_id);
+	EXPECT_EQ(-1, cmp_sges(ss, rs));
+	EXPECT_EQ(0xee, self->b.buf[4]);
+	EXPECT_EQ(0xee, self->b.buf[5 + 65537]);
+	EXPECT_GT(hw_counter(variant->dev_a, "completer_retry_err"), r0);
+}
+
+/*
+ * The wire stays cut: after retry_cnt (7) timer retransmissions the WRITE
+ * completes with RETRY_EXC_ERR, the QP is in ERR, the WQE after it is
+ * flushed, and retry_exceeded_err counted it.
+ */
+TEST_F(dp, retry_exceeded)
+{
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 3000, self->a.mr->lkey };
+	struct ibv_send_wr swr[2] = {
+		{ .wr_id = 41, .sg_list = &sge, .num_sge = 1, .next = &swr[1],
+		  .opcode = IBV_WR_RDMA_WRITE,
+		  .send_flags = IBV_SEND_SIGNALED },
+		{ .wr_id = 42, .sg_list = &sge, .num_sge = 1,
+		  .opcode = IBV_WR_RDMA_WRITE,
+		  .send_flags = IBV_SEND_SIGNALED } };
+	long x0 = hw_counter(variant->dev_a, "retry_exceeded_err");
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_wc wc;
+	int st, s1, s2;
+
+	if (!outage_ok(variant->dev_b))
+		SKIP(return, "needs REMU_DP_OUTAGE=1 and remu0_remu1");
+	ASSERT_GE(x0, 0);
+	swr[0].wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	swr[0].wr.rdma.rkey = self->b.mr->rkey;
+	swr[1].wr.rdma = swr[0].wr.rdma;
+	ASSERT_EQ(0, wire_cut(1));
+	st = post1(self->a.qp, swr);
+	s1 = st ? -2 : poll_one(self->a.cq, &wc);
+	ASSERT_EQ(0, wire_cut(0));
+	ASSERT_EQ(0, st);
+	ASSERT_EQ(IBV_WC_RETRY_EXC_ERR, s1);
+	EXPECT_EQ(41, wc.wr_id);
+	s2 = poll_one(self->a.cq, &wc);
+	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, s2);
+	EXPECT_EQ(42, wc.wr_id);
+	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &qa, IBV_QP_STATE, &ia));
+	EXPECT_EQ(IBV_QPS_ERR, qa.qp_state);
+	EXPECT_GT(hw_counter(variant->dev_a, "retry_exceeded_err"), x0);
 }
 
 /*

@@ -6,14 +6,26 @@
  * retire a send WQE.
  *
  * Owns: qp->eng.una (oldest unacknowledged PSN), the retry counters, the
- * timer.  An ACK with PSN P completes every outstanding WQE whose last
- * PSN is at or before P, in ring order, stopping at a READ or atomic whose
- * response has not arrived; a READ response or atomic ACK also completes
- * the WQEs before it.  A NAK completes the WQEs before its PSN, then: a
- * sequence error goes back to that PSN, an RNR NAK waits for the RNR
- * timer and goes back, anything else completes the WQE with its error
- * status and moves the QP to ERR (the rest is flushed).  The timer (the
- * QP's timeout; none when it is 0) goes back to una, retry_cnt times.
+ * timer, the READ out-of-order maps.  An ACK with PSN P completes every
+ * outstanding WQE whose last PSN is at or before P, in ring order,
+ * stopping at a READ or atomic not finished.  READ responses and atomic
+ * ACKs are matched by PSN to any outstanding READ/atomic (not only the
+ * oldest): a READ response is placed in order, or up to REMU_RD_MAP
+ * responses beyond the first missing one (noted in its map); a READ or
+ * atomic is finished when all its responses are placed, and completes in
+ * ring order.  A response also implicitly ACKs the WQEs before its READ.
+ * Lost responses are asked for again (remu_req_ask_again(), the READ
+ * resent for the missing range only, once per gap) when enough responses
+ * came after the gap (REMU_RD_GAP_THRESH, so reordering is not taken for
+ * loss), its last response came, or an ACK or response of a later request
+ * did; else the timer recovers them.  A NAK completes the WQEs before its
+ * PSN (a NAK before una is stale and ignored), then: a sequence error goes
+ * back to that PSN, an RNR NAK waits for the RNR timer and goes back,
+ * anything else completes the WQE with its error status and moves the QP
+ * to ERR (the rest is flushed).  The timer (the QP's timeout, at least
+ * 10 ms; none when it is 0) goes back to una, or to the first missing
+ * response of the oldest READ/atomic, retry_cnt times, and is restarted
+ * only by progress, never by a stale or duplicate response.
  *
  * Runs only in the QP's work item; SQ slots are consumed under
  * qp->sq.cons_lock, with the CQE written under it so completions stay in
@@ -37,6 +49,9 @@ void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status)
 	}
 	if (sw->valid && sw->rd && qp->eng.rd_out)
 		qp->eng.rd_out--;
+	if (sw->map)
+		qp->eng.rdmap_used &= ~BIT(sw->map - 1);
+	sw->map = 0;
 	sw->valid = false;
 	sw->rd = false;
 	/*
@@ -69,10 +84,16 @@ static unsigned long remu_timeout_jiffies(u8 timeout)
 void remu_comp_arm(struct remu_qp *qp)
 {
 	struct remu_qp_eng *e = &qp->eng;
+	struct remu_swqe *sw = &e->st[qp->sq.ring.cons & qp->sq.ring.mask];
 
 	if (e->rnr_wait || !qp->attr.timeout)
 		return;
-	if (qp->sq.ring.cons == e->head) {
+	/*
+	 * Nothing outstanding only when the oldest WQE has not been taken
+	 * yet: after going back, head is at the oldest WQE while it is
+	 * being resent, and the window may stop it there half sent.
+	 */
+	if (qp->sq.ring.cons == e->head && !sw->valid) {
 		del_timer(&e->timer);
 		return;
 	}
@@ -89,38 +110,228 @@ static bool remu_is_rd(u32 op)
 /*
  * Complete the outstanding WQEs that end before @psn (@inclusive: at or
  * before it), in order; READ/atomic WQEs only by their own responses.
+ * Return: how many completed.
  */
-static void remu_comp_upto(struct remu_qp *qp, u32 psn, bool inclusive)
+static int remu_comp_upto(struct remu_qp *qp, u32 psn, bool inclusive)
 {
 	struct remu_qp_eng *e = &qp->eng;
 	struct remu_queue *q = &qp->sq.ring;
+	int n = 0;
 
-	while (q->cons != e->head) {
+	for (;;) {
 		u32 idx = q->cons;
 		struct remu_swqe *sw = &e->st[idx & q->mask];
 		struct remu_send_wqe *w = remu_req_copy(qp, idx);
 		u32 last = (sw->first_psn + sw->npkts - 1) & REMU_PSN_MASK;
 
-		if (!sw->valid || sw->sent < sw->npkts)
+		if (!sw->valid || !remu_queue_used_by_consumer(q))
 			break;
+		if (remu_is_rd(w->opcode)) {
+			/*
+			 * By its own responses, all placed; possibly while
+			 * the requester went back to resend it (head here).
+			 */
+			if (sw->rcvd < sw->npkts)
+				break;
+			if (remu_psn_before(e->psn, last + 1))
+				e->psn = (last + 1) & REMU_PSN_MASK;
+			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
+			n++;
+			continue;
+		}
 		if (inclusive ? remu_psn_before(psn, last) :
 				!remu_psn_before(last, psn))
 			break;
-		if (remu_is_rd(w->opcode))
-			break;
+		/*
+		 * All of it arrived, though the requester may have gone back
+		 * into it meanwhile (sent < npkts): new PSNs start after it.
+		 */
+		if (remu_psn_before(e->psn, last + 1))
+			e->psn = (last + 1) & REMU_PSN_MASK;
 		remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
+		n++;
 	}
+	return n;
 }
 
-static void remu_comp_progress(struct remu_qp *qp, u32 una)
+/*
+ * Everything before @una has been acknowledged.  Only real progress (una
+ * moves, or @force: a WQE completed, a READ response was placed) resets
+ * the retry counts and restarts the timer: a stale or duplicated ACK must
+ * not postpone the retransmission of what is still missing.
+ */
+static void remu_comp_progress(struct remu_qp *qp, u32 una, bool force)
 {
 	struct remu_qp_eng *e = &qp->eng;
+	bool moved = remu_psn_before(e->una, una & REMU_PSN_MASK);
 
-	if (remu_psn_before(e->una, una))
-		e->una = una;
+	if (moved)
+		e->una = una & REMU_PSN_MASK;
+	if (!moved && !force)
+		return;
 	e->retries = qp->attr.retry_cnt;
 	e->rnr_left = qp->attr.rnr_retry;
 	remu_comp_arm(qp);
+}
+
+/*
+ * Where a retransmission starts: una, unless the oldest WQE is a READ or
+ * atomic still missing responses.  An ACK of a later request implies the
+ * READ was executed, so una can be beyond responses that were lost.
+ */
+static u32 remu_comp_resume_psn(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	struct remu_swqe *sw = &e->st[q->cons & q->mask];
+	u32 psn;
+
+	if (q->cons == e->head || !sw->valid || !sw->rd)
+		return e->una;
+	psn = (sw->first_psn + sw->rcvd) & REMU_PSN_MASK;
+	return remu_psn_before(psn, e->una) ? psn : e->una;
+}
+
+/*
+ * A response from beyond what the oldest WQE, a READ or atomic @sw, still
+ * expects shows that its responses were lost (or overtaken): ask again,
+ * once per gap, from the first one missing.  Later evidence of the same
+ * gap waits for that request to make progress, or for the timer.
+ */
+static void remu_comp_ask_again(struct remu_qp *qp, u32 idx)
+{
+	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
+
+	if (sw->sent != sw->npkts || sw->asked == sw->rcvd + 1)
+		return;
+	sw->asked = sw->rcvd + 1;
+	remu_count(qp->rdev, REMU_CNT_COMP_RETRY);
+	remu_req_ask_again(qp, idx);
+}
+
+/*
+ * READ @sw (ring index @idx) lacks response @sw->rcvd: ask again once
+ * enough came after it to call it lost rather than overtaken (netem and
+ * real networks reorder), or when its last response, or one from beyond
+ * the map, arrived.
+ */
+static void remu_comp_read_gap(struct remu_qp *qp, u32 idx,
+			       struct remu_swqe *sw)
+{
+	struct remu_rd_map *m = remu_swqe_map(&qp->eng, sw);
+
+	if (sw->rcvd >= sw->npkts)
+		return;
+	if (m && !m->beyond && !m->seen_last &&
+	    m->nset + m->later < REMU_RD_GAP_THRESH)
+		return;
+	remu_comp_ask_again(qp, idx);
+}
+
+/*
+ * A response of a later READ/atomic arrived while the oldest WQE, a READ
+ * or atomic, is not finished: the responder answers in order, so that
+ * one's responses are missing (or overtaken).
+ */
+static void remu_comp_later(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	struct remu_swqe *sw = &e->st[q->cons & q->mask];
+	struct remu_rd_map *m = remu_swqe_map(e, sw);
+
+	if (!sw->valid || !sw->rd || sw->rcvd >= sw->npkts)
+		return;
+	if (!m) {
+		remu_comp_ask_again(qp, q->cons);
+		return;
+	}
+	if (m->later < U16_MAX)
+		m->later++;
+	remu_comp_read_gap(qp, q->cons, sw);
+}
+
+/* the outstanding READ/atomic WQE whose responses include @psn */
+static struct remu_swqe *remu_comp_find_rd(struct remu_qp *qp, u32 psn,
+					   u32 *idxp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	u32 idx;
+
+	for (idx = q->cons; idx - q->cons < q->num_slots; idx++) {
+		struct remu_swqe *sw = &e->st[idx & q->mask];
+
+		if (!sw->valid || remu_psn_before(psn, sw->first_psn))
+			break;
+		if (sw->rd && remu_psn_diff(psn, sw->first_psn) < sw->npkts) {
+			*idxp = idx;
+			return sw;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * READ response @skb, response number @k of READ @sw (ring index @idx):
+ * place it (in order, or up to REMU_RD_MAP ahead of the first missing).
+ * Return: 0, or the IB_WC_* status to fail the QP with.
+ */
+static int remu_comp_read_resp(struct remu_qp *qp, u32 idx,
+			       struct remu_swqe *sw, struct sk_buff *skb,
+			       u32 k)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_rd_map *m = remu_swqe_map(e, sw);
+	struct remu_skb_cb *cb = remu_cb(skb);
+	struct remu_send_wqe *w = remu_req_copy(qp, idx);
+	int err = 0;
+
+	if (k < sw->rcvd)
+		return 0;		/* a duplicate */
+	if (k > sw->rcvd) {
+		if (!m || k >= sw->rcvd + REMU_RD_MAP) {
+			if (m)
+				m->beyond = true;
+			remu_comp_read_gap(qp, idx, sw);
+			return 0;
+		}
+		if (test_bit(k % REMU_RD_MAP, m->bits))
+			return 0;
+	}
+	if (skb_linearize(skb))
+		return 0;		/* as if lost */
+	if (cb->paylen)
+		err = remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd),
+				    (struct remu_sge *)(w + 1), w->num_sge,
+				    (u64)k * e->mtu, skb->data + cb->hdr_len,
+				    cb->paylen, REMU_TO_MR,
+				    IB_ACCESS_LOCAL_WRITE);
+	if (err)
+		return err == -EMSGSIZE ? IB_WC_LOC_LEN_ERR :
+					  IB_WC_LOC_PROT_ERR;
+	if (m && k == sw->npkts - 1)
+		m->seen_last = true;
+	if (k > sw->rcvd) {
+		set_bit(k % REMU_RD_MAP, m->bits);
+		m->nset++;
+		remu_comp_read_gap(qp, idx, sw);
+		return 0;
+	}
+	/* in order: move over what was placed ahead */
+	sw->rcvd++;
+	while (m && m->nset && sw->rcvd < sw->npkts &&
+	       test_bit(sw->rcvd % REMU_RD_MAP, m->bits)) {
+		clear_bit(sw->rcvd % REMU_RD_MAP, m->bits);
+		m->nset--;
+		sw->rcvd++;
+	}
+	if (m && !m->nset)
+		m->beyond = false;
+	remu_comp_progress(qp, sw->first_psn + sw->rcvd, true);
+	if (m && m->nset)
+		remu_comp_read_gap(qp, idx, sw);
+	return 0;
 }
 
 static int remu_nak_status(u8 syn)
@@ -164,7 +375,15 @@ static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
 {
 	struct remu_qp_eng *e = &qp->eng;
 
+	/*
+	 * A NAK acknowledges everything before its PSN; one for a PSN
+	 * before una is stale (duplicated, or overtaken by a later ACK):
+	 * acting on it would resend what has arrived.
+	 */
+	if (remu_psn_before(psn, e->una))
+		return;
 	remu_comp_upto(qp, psn, false);
+	remu_comp_progress(qp, psn, false);
 	if ((syn & REMU_AETH_TYPE_MASK) == REMU_AETH_RNR_NAK) {
 		remu_count(qp->rdev, REMU_CNT_SND_RNR);
 		if (e->rnr_left != 7) {
@@ -197,8 +416,11 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	struct remu_qp_eng *e = &qp->eng;
 	struct remu_queue *q = &qp->sq.ring;
 	struct remu_aeth *aeth = remu_pkt_hdr_of(skb, info, REMU_HDR_AETH);
-	u32 psn = cb->psn;
+	u32 psn = cb->psn, idx;
 	u8 syn = aeth ? remu_aeth_syndrome(aeth) : 0;
+	struct remu_send_wqe *w;
+	struct remu_swqe *sw;
+	int status;
 
 	if (qp->ib_qp.qp_type != IB_QPT_RC)
 		goto out;
@@ -207,67 +429,53 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		goto out;
 	}
 	if (cb->opcode == IB_OPCODE_RC_ACKNOWLEDGE) {
-		remu_comp_upto(qp, psn, true);
-		remu_comp_progress(qp, psn + 1);
+		remu_comp_progress(qp, psn + 1,
+				   remu_comp_upto(qp, psn, true) > 0);
+		sw = &e->st[q->cons & q->mask];
+		/* an ACK of a request after a READ/atomic still waiting */
+		if (q->cons != e->head && sw->valid && sw->rd &&
+		    sw->rcvd < sw->npkts &&
+		    !remu_psn_before(psn, sw->first_psn + sw->npkts))
+			remu_comp_ask_again(qp, q->cons);
 		goto out;
 	}
 
 	/* READ response or atomic ACK: implicitly ACKs what came before */
 	remu_comp_upto(qp, psn, false);
-	if (q->cons == e->head && !e->st[q->cons & q->mask].valid)
-		goto out;
-	{
-		u32 idx = q->cons;
-		struct remu_swqe *sw = &e->st[idx & q->mask];
-		struct remu_send_wqe *w = remu_req_copy(qp, idx);
-		struct remu_sge *sge = (struct remu_sge *)(w + 1);
-		struct remu_pd *pd = to_remu_pd(qp->ib_qp.pd);
-		int err;
+	sw = remu_comp_find_rd(qp, psn, &idx);
+	if (!sw)
+		goto out;		/* stale */
+	w = remu_req_copy(qp, idx);
+	if (info->flags & REMU_OP_ATOMIC) {
+		struct remu_atmack *ack = remu_pkt_hdr_of(skb, info,
+							  REMU_HDR_ATMACK);
+		__u64 orig = remu_atmack_orig(ack);
 
-		if (!sw->valid || !remu_is_rd(w->opcode) ||
-		    remu_psn_diff(psn, sw->first_psn) != sw->rcvd)
-			goto out;	/* not the one expected: wait */
-		if (info->flags & REMU_OP_ATOMIC) {
-			struct remu_atmack *ack =
-				remu_pkt_hdr_of(skb, info, REMU_HDR_ATMACK);
-			__u64 orig = remu_atmack_orig(ack);
-
-			if (w->opcode == IB_UVERBS_WR_RDMA_READ)
-				goto out;
-			err = remu_sge_copy(qp->rdev, pd, sge, w->num_sge, 0,
-					    &orig, 8, REMU_TO_MR,
-					    IB_ACCESS_LOCAL_WRITE);
-			if (err) {
-				remu_comp_fail(qp, IB_WC_LOC_PROT_ERR);
-				goto out;
-			}
-			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
-			remu_comp_progress(qp, psn + 1);
+		if (w->opcode == IB_UVERBS_WR_RDMA_READ || sw->rcvd)
+			goto out;	/* not an atomic, or a duplicate */
+		if (remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd),
+				  (struct remu_sge *)(w + 1), w->num_sge, 0,
+				  &orig, 8, REMU_TO_MR, IB_ACCESS_LOCAL_WRITE)) {
+			remu_comp_fail(qp, IB_WC_LOC_PROT_ERR);
 			goto out;
 		}
+		sw->rcvd = 1;
+		remu_comp_progress(qp, psn + 1, true);
+	} else {
 		if (w->opcode != IB_UVERBS_WR_RDMA_READ)
 			goto out;
-		if (skb_linearize(skb))
+		status = remu_comp_read_resp(qp, idx, sw, skb,
+					     remu_psn_diff(psn, sw->first_psn));
+		if (status) {
+			remu_comp_fail(qp, status);
 			goto out;
-		err = 0;
-		if (cb->paylen)
-			err = remu_sge_copy(qp->rdev, pd, sge, w->num_sge,
-					    (u64)sw->rcvd * e->mtu,
-					    skb->data + cb->hdr_len,
-					    cb->paylen, REMU_TO_MR,
-					    IB_ACCESS_LOCAL_WRITE);
-		if (err) {
-			remu_comp_fail(qp, err == -EMSGSIZE ? IB_WC_LOC_LEN_ERR :
-					   IB_WC_LOC_PROT_ERR);
-			goto out;
-		}
-		sw->rcvd++;
-		remu_comp_progress(qp, psn + 1);
-		if (sw->rcvd == sw->npkts) {
-			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
-			remu_comp_arm(qp);
 		}
 	}
+	if (idx != q->cons)
+		remu_comp_later(qp);
+	/* finished in order, with the WQEs after them an ACK covered */
+	remu_comp_upto(qp, e->una, false);
+	remu_comp_arm(qp);
 out:
 	kfree_skb(skb);
 }
@@ -283,7 +491,11 @@ void remu_comp_timeout(struct remu_qp *qp)
 		e->rnr_wait = false;
 		return;		/* the requester resends from una */
 	}
-	if (qp->sq.ring.cons == e->head)
+	/* READs/atomics finished while the requester went back over them */
+	remu_comp_upto(qp, e->una, false);
+	/* idle only if the oldest WQE has not been taken (see remu_comp_arm) */
+	if (qp->sq.ring.cons == e->head &&
+	    !e->st[qp->sq.ring.cons & qp->sq.ring.mask].valid)
 		return;
 	if (!e->retries) {
 		remu_count(qp->rdev, REMU_CNT_RETRY_EXCEEDED);
@@ -292,6 +504,6 @@ void remu_comp_timeout(struct remu_qp *qp)
 	}
 	e->retries--;
 	remu_count(qp->rdev, REMU_CNT_COMP_RETRY);
-	remu_req_go_back(qp, e->una);
+	remu_req_go_back(qp, remu_comp_resume_psn(qp));
 	remu_comp_arm(qp);
 }

@@ -15,6 +15,7 @@
 #ifndef REMU_ENG_H
 #define REMU_ENG_H
 
+#include <linux/bitmap.h>
 #include <linux/skbuff.h>
 #include <linux/timer.h>
 #include <rdma/remu-abi.h>
@@ -29,6 +30,10 @@ struct remu_mr;
 #define REMU_RXQ_MAX		1024
 #define REMU_REQ_WINDOW		128
 #define REMU_ACK_EVERY		32
+/* READ responses placed out of order: at most this far beyond the first missing */
+#define REMU_RD_MAP		256
+/* responses placed beyond a gap before it counts as lost, not overtaken */
+#define REMU_RD_GAP_THRESH	8
 
 /* what the receive softirq leaves for the work item, in skb->cb */
 struct remu_skb_cb {
@@ -50,7 +55,12 @@ static inline struct remu_skb_cb *remu_cb(struct sk_buff *skb)
  * @first_psn:	PSN of its first packet
  * @npkts:	packets (for READ: response packets expected)
  * @sent:	request packets sent so far
- * @rcvd:	READ: response packets placed
+ * @rcvd:	READ: response packets placed in order (all before
+ *		@first_psn + @rcvd); atomic: 1 once its ACK arrived.  A READ
+ *		or atomic is finished when @rcvd == @npkts
+ * @map:	READ: 1 + its entry in remu_qp_eng.rdmap (0: none)
+ * @asked:	READ/atomic: @rcvd + 1 once the completer asked again for
+ *		what is missing at @rcvd (0: not); once per gap, then the timer
  * @len:	message length
  */
 struct remu_swqe {
@@ -60,7 +70,25 @@ struct remu_swqe {
 	u32 npkts;
 	u32 sent;
 	u32 rcvd;
+	u8 map;
+	u32 asked;
 	u32 len;
+};
+
+/**
+ * struct remu_rd_map - READ responses placed beyond the first missing one
+ * @bits:	bit (k % REMU_RD_MAP) for response k, rcvd < k < rcvd + REMU_RD_MAP
+ * @nset:	bits set
+ * @later:	responses of later READs/atomics seen meanwhile
+ * @seen_last:	the READ's last response has been placed
+ * @beyond:	a response came from beyond the map (not placed)
+ */
+struct remu_rd_map {
+	DECLARE_BITMAP(bits, REMU_RD_MAP);
+	u16 nset;
+	u16 later;
+	bool seen_last;
+	bool beyond;
 };
 
 /**
@@ -87,6 +115,18 @@ struct remu_kreg {
 };
 
 /**
+ * struct remu_atomic_res - an executed atomic, kept for a duplicate
+ * @psn:	PSN of the atomic request
+ * @valid:	the entry holds a result
+ * @orig:	the original value it returned
+ */
+struct remu_atomic_res {
+	u32 psn;
+	bool valid;
+	u64 orig;
+};
+
+/**
  * struct remu_qp_eng - engine state of a QP (see the top comment)
  * @rxq:	packets queued by remu_rcv() (its own lock: softirq side)
  * @mtu:	path MTU in bytes
@@ -97,6 +137,8 @@ struct remu_kreg {
  * @psn:	next request PSN
  * @una:	oldest unacknowledged PSN (RC)
  * @rd_out:	outstanding READ/atomic WQEs
+ * @rdmap:	out-of-order response maps of the outstanding READs
+ * @rdmap_used:	bit i: @rdmap[i] belongs to a READ
  * @retries:	retransmissions left before RETRY_EXC_ERR
  * @rnr_left:	RNR retries left (7 = infinite)
  * @rnr_wait:	waiting for the RNR timer
@@ -111,6 +153,10 @@ struct remu_kreg {
  * @rwqe, @rsge: the kernel copy of the receive WQE
  * @roff:	bytes placed into it
  * @wr_va, @wr_rkey, @wr_len, @wr_off: the RDMA WRITE in progress
+ * @ares:	responder: the last REMU_MAX_RD_ATOMIC atomics' results, so a
+ *		duplicate atomic is answered with its saved result, not
+ *		executed again
+ * @ares_next:	the @ares slot the next atomic's result goes into
  */
 struct remu_qp_eng {
 	struct sk_buff_head rxq;
@@ -123,6 +169,8 @@ struct remu_qp_eng {
 	u32 psn;
 	u32 una;
 	u32 rd_out;
+	struct remu_rd_map rdmap[REMU_MAX_RD_ATOMIC];
+	u32 rdmap_used;
 	u8 retries;
 	u8 rnr_left;
 	bool rnr_wait;
@@ -143,6 +191,8 @@ struct remu_qp_eng {
 	u32 wr_rkey;
 	u32 wr_len;
 	u32 wr_off;
+	struct remu_atomic_res ares[REMU_MAX_RD_ATOMIC];
+	u32 ares_next;
 };
 
 /* extended header @h of a queued packet (skb->data at the BTH) */
@@ -165,6 +215,31 @@ static inline s32 remu_psn_diff(u32 a, u32 b)
 	return (s32)((a - b) << 8) >> 8;
 }
 
+/* the out-of-order map of READ @sw, or NULL */
+static inline struct remu_rd_map *remu_swqe_map(struct remu_qp_eng *e,
+						 struct remu_swqe *sw)
+{
+	return sw->map ? &e->rdmap[sw->map - 1] : NULL;
+}
+
+/*
+ * The responses READ @sw still lacks first: [@sw->rcvd, returned index),
+ * up to the first one placed out of order, or the end.
+ */
+static inline u32 remu_swqe_read_end(struct remu_qp_eng *e,
+				     struct remu_swqe *sw)
+{
+	struct remu_rd_map *m = remu_swqe_map(e, sw);
+	u32 k;
+
+	if (!m || !m->nset)
+		return sw->npkts;
+	for (k = sw->rcvd + 1; k < sw->npkts && k < sw->rcvd + REMU_RD_MAP; k++)
+		if (test_bit(k % REMU_RD_MAP, m->bits))
+			return k;
+	return sw->npkts;
+}
+
 /* remu_eng (in remu_req.c): life cycle, called by remu_qp.c */
 int remu_eng_init(struct remu_qp *qp);
 void remu_eng_fini(struct remu_qp *qp);
@@ -175,6 +250,7 @@ void remu_eng_run(struct remu_qp *qp);
 /* requester */
 void remu_req_run(struct remu_qp *qp);
 void remu_req_go_back(struct remu_qp *qp, u32 psn);
+void remu_req_ask_again(struct remu_qp *qp, u32 idx);
 void *remu_req_copy(struct remu_qp *qp, u32 idx);
 int remu_req_av(struct remu_qp *qp, void *av);
 

@@ -11,7 +11,10 @@
  * consumed) until the completer retires them; UC/UD WQEs retire as soon
  * as their last packet is sent.  RC sends stop at a window of
  * REMU_REQ_WINDOW unacknowledged packets and at max_rd_atomic
- * outstanding READs/atomics.  LOCAL_INV and (kernel QPs only) REG_MR
+ * outstanding READs/atomics.  Going back (remu_req_go_back()) resends
+ * from a PSN; a READ is resent for the responses it still lacks only
+ * (from PSN first + rcvd, address and length moved to match), a finished
+ * READ/atomic is skipped.  LOCAL_INV and (kernel QPs only) REG_MR
  * send nothing: each runs when every WQE before it has completed, through
  * the MR layer (remu_mr_invalidate(), remu_mr_fast_reg()), and completes
  * at once, IB_WC_MW_BIND_ERR with the QP to ERR if the MR layer refuses.
@@ -86,6 +89,7 @@ void remu_eng_reset(struct remu_qp *qp)
 	skb_queue_purge(&e->rxq);
 	memset(e->st, 0, qp->sq.ring.num_slots * sizeof(*e->st));
 	e->rd_out = 0;
+	e->rdmap_used = 0;
 	e->rnr_wait = false;
 	e->nak_sent = false;
 	e->in_send = false;
@@ -123,6 +127,8 @@ void remu_eng_modify(struct remu_qp *qp, int next)
 	case IB_QPS_RTR:
 		e->rpsn = qp->attr.rq_psn;
 		e->msn = 0;
+		memset(e->ares, 0, sizeof(e->ares));
+		e->ares_next = 0;
 		remu_eng_set_mtu(qp);
 		break;
 	case IB_QPS_RTS:
@@ -336,7 +342,8 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 	struct remu_dev *rdev = qp->rdev;
 	enum ib_qp_type type = remu_qp_type(qp);
 	bool first = sw->sent == 0, last, rd = remu_is_rd_atomic(w->opcode);
-	u32 off = sw->sent * qp->eng.mtu, plen = 0, psn, qkey;
+	u32 off = sw->sent * qp->eng.mtu, plen = 0, psn, qkey, roff = 0;
+	u32 rlen = sw->len;
 	struct remu_pkt pkt = {};
 	struct sk_buff *skb;
 	void *h;
@@ -348,7 +355,18 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 		return -EINVAL;
 	if (!rd)
 		plen = min(sw->len - off, qp->eng.mtu);
-	psn = sw->first_psn + sw->sent;
+	psn = sw->first_psn + (rd ? 0 : sw->sent);
+	if (w->opcode == IB_UVERBS_WR_RDMA_READ) {
+		/*
+		 * Sent again: ask only for the responses still missing
+		 * first (IBA allows a resent READ to start at any PSN of the
+		 * original, with its address and length moved to match).
+		 */
+		roff = sw->rcvd * qp->eng.mtu;
+		rlen = min_t(u64, (u64)remu_swqe_read_end(&qp->eng, sw) *
+			     qp->eng.mtu, sw->len) - roff;
+		psn = sw->first_psn + sw->rcvd;
+	}
 
 	pkt.opcode = op;
 	skb = remu_net_alloc_skb(rdev, av, plen, &pkt);
@@ -363,7 +381,7 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 
 	h = remu_pkt_hdr(&pkt, REMU_HDR_RETH);
 	if (h)
-		remu_reth_set(h, w->remote_addr, w->rkey, sw->len);
+		remu_reth_set(h, w->remote_addr + roff, w->rkey, rlen);
 	h = remu_pkt_hdr(&pkt, REMU_HDR_IMMDT);
 	if (h)
 		((struct remu_immdt *)h)->imm = (__force __be32)w->ex_data;
@@ -446,6 +464,32 @@ static int remu_req_local(struct remu_qp *qp, u32 idx,
 	return remu_mr_fast_reg(r->mr, r->key, r->access, r->iova, r->length);
 }
 
+/* give READ @sw an out-of-order map (one is free: rd_out <= 16) */
+static void remu_req_map_get(struct remu_qp_eng *e, struct remu_swqe *sw)
+{
+	unsigned long used = e->rdmap_used;
+	unsigned int i = find_first_zero_bit(&used, REMU_MAX_RD_ATOMIC);
+
+	if (i >= REMU_MAX_RD_ATOMIC)
+		return;		/* none: responses placed in order only */
+	memset(&e->rdmap[i], 0, sizeof(e->rdmap[i]));
+	e->rdmap_used |= BIT(i);
+	sw->map = i + 1;
+}
+
+/*
+ * Send the request of the READ or atomic at ring index @idx once more,
+ * now, without going back: the completer saw its responses go missing.
+ */
+void remu_req_ask_again(struct remu_qp *qp, u32 idx)
+{
+	struct remu_av av;
+
+	if (READ_ONCE(qp->state) != IB_QPS_RTS || remu_req_av(qp, &av))
+		return;
+	remu_req_send_pkt(qp, idx, &av);
+}
+
 /* go back to @psn: resend everything from there (RC) */
 void remu_req_go_back(struct remu_qp *qp, u32 psn)
 {
@@ -521,6 +565,16 @@ void remu_req_run(struct remu_qp *qp)
 				e->rd_out++;
 				sw->rd = true;
 			}
+			if (w->opcode == IB_UVERBS_WR_RDMA_READ)
+				remu_req_map_get(e, sw);
+		}
+		if (rc && sw->rd && sw->rcvd >= sw->npkts) {
+			/* gone back over a finished READ/atomic: skip it */
+			if (remu_psn_before(e->psn, sw->first_psn + sw->npkts))
+				e->psn = (sw->first_psn + sw->npkts) &
+					 REMU_PSN_MASK;
+			e->head++;
+			continue;
 		}
 		if (remu_is_local(w->opcode)) {
 			/* local: done when all before it are */

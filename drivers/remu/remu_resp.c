@@ -7,8 +7,10 @@
  * Owns: the receive side of a QP: the expected PSN and MSN (RC), the
  * receive WQE being filled (copied out of the RQ or SRQ ring once, then
  * only the copy is used), the RDMA WRITE in progress.  RC checks the PSN:
- * a duplicate is re-ACKed (a duplicate READ is executed again), a packet
- * from the future gets one PSN sequence error NAK.  UC resynchronises on
+ * a duplicate is re-ACKed (a duplicate READ is executed again, from the
+ * PSN, address and length it carries; a duplicate atomic is answered with
+ * the result saved when it ran, never executed twice), a packet from the
+ * future gets one PSN sequence error NAK.  UC resynchronises on
  * the next first/only packet and silently drops a WRITE it refuses (bad
  * rkey, bounds, length); UD checks the Q_Key and writes the 40-byte
  * GRH area (IPv4: the IPv4 header in its last 20 bytes) before the data.
@@ -368,6 +370,39 @@ static u8 remu_resp_atomic(struct remu_qp *qp, struct sk_buff *skb, u64 *orig)
 	return err ? REMU_AETH_NAK_REM_ACC_ERR : 0;
 }
 
+/* keep the result of the atomic with PSN @psn for a duplicate of it */
+static void remu_resp_save_atomic(struct remu_qp *qp, u32 psn, u64 orig)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_atomic_res *r = &e->ares[e->ares_next];
+
+	r->psn = psn;
+	r->orig = orig;
+	r->valid = true;
+	e->ares_next = (e->ares_next + 1) % REMU_MAX_RD_ATOMIC;
+}
+
+/*
+ * A duplicate atomic (its ACK was lost, or the request was duplicated):
+ * answer again with the saved result; executing it again would apply the
+ * operation twice.  One too old to be saved can no longer be outstanding
+ * at the requester (at most REMU_MAX_RD_ATOMIC are) and is dropped.
+ */
+static void remu_resp_dup_atomic(struct remu_qp *qp, u32 psn)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	unsigned int i;
+
+	for (i = 0; i < REMU_MAX_RD_ATOMIC; i++) {
+		if (e->ares[i].valid && e->ares[i].psn == psn) {
+			remu_resp_ack(qp, psn, REMU_AETH_ACK |
+				      REMU_AETH_CREDIT_INVALID, true,
+				      e->ares[i].orig);
+			return;
+		}
+	}
+}
+
 /* the opcode continues the message in progress, or starts one */
 static bool remu_resp_seq_ok(struct remu_qp *qp, u32 flags)
 {
@@ -426,7 +461,9 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		remu_count(qp->rdev, REMU_CNT_DUP_REQ);
 		if (info->flags & REMU_OP_READ)
 			remu_resp_read(qp, skb, psn);
-		else if (!(info->flags & REMU_OP_ATOMIC))
+		else if (info->flags & REMU_OP_ATOMIC)
+			remu_resp_dup_atomic(qp, psn);
+		else
 			remu_resp_ack(qp, (e->rpsn - 1) & REMU_PSN_MASK,
 				      REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
 				      false, 0);
@@ -526,6 +563,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		}
 		e->msn++;
 		e->rpsn = (psn + 1) & REMU_PSN_MASK;
+		remu_resp_save_atomic(qp, psn, orig);
 		remu_resp_ack(qp, psn, REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
 			      true, orig);
 		goto drop;

@@ -1,0 +1,173 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# remu_netem_test.sh - RC between remu0 and remu1 over a lossy link: netem
+# on both veth ends (v0, and v1 in namespace peer) delays every packet by
+# 1 ms, drops 5%, sends 10% out of order and duplicates 2%.  Over that:
+#   - the patterned byte-for-byte transfers of remu_datapath_test
+#     (send_recv, rdma_write, rdma_read, atomics, atomics_concurrent:
+#     every old value of a shared counter returned exactly once, which a
+#     re-executed duplicate atomic would break)
+#   - perftest ib_{send,write,read}_bw at 65536 and 1048576 bytes and
+#     ib_atomic_bw (fetch-and-add, compare-and-swap), small iteration counts
+# Every run must complete (both sides exit 0), then the counters of both
+# ports must show the recovery at work: retransmissions by the timer or
+# after a sequence NAK, and duplicate requests seen by the responders.
+# The qdiscs are removed at the end (and on any exit).  Then, on a clean
+# link, remu_datapath_test's outage tests (REMU_DP_OUTAGE=1): the timer
+# alone across a 300 ms total outage, and RETRY_EXC_ERR with QP to ERR and
+# the rest flushed when the wire stays cut.
+#
+# Usage (in the test VM): remu_netem_test.sh [FILTER]
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$here/ktap.sh"
+
+filter=${1:-}
+netem="delay 1ms loss 5% reorder 10% duplicate 2%"
+"$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
+
+dp_tests=(send_recv rdma_write rdma_read atomics atomics_concurrent)
+outage_tests=(outage_timer retry_exceeded)
+pt_tests=("ib_send_bw -s 65536 -n 20" "ib_send_bw -s 1048576 -n 5"
+	  "ib_write_bw -s 65536 -n 20" "ib_write_bw -s 1048576 -n 5"
+	  "ib_read_bw -s 65536 -n 20" "ib_read_bw -s 1048576 -n 5"
+	  "ib_atomic_bw -A FETCH_AND_ADD -n 100"
+	  "ib_atomic_bw -A CMP_AND_SWAP -n 100")
+sel_dp=() sel_pt=() sel_out=()
+for t in "${dp_tests[@]}"; do
+	[ -z "$filter" ] || [[ "$t" == *"$filter"* ]] && sel_dp+=("$t")
+done
+for t in "${pt_tests[@]}"; do
+	[ -z "$filter" ] || [[ "$t" == *"$filter"* ]] && sel_pt+=("$t")
+done
+for t in "${outage_tests[@]}"; do
+	[ -z "$filter" ] || [[ "$t" == *"$filter"* ]] && sel_out+=("$t")
+done
+# setup + each run + the two counter checks + teardown + outage tests
+ktap_header $((1 + ${#sel_dp[@]} + ${#sel_pt[@]} + 3 + ${#sel_out[@]}))
+
+# dp TEST LABEL [VAR=VALUE...]: one remu_datapath_test test on remu0_remu1
+dp() {
+	local out rc
+
+	out=$(timeout 200 env "${@:3}" "$here/remu_datapath_test" \
+		-r "dp.remu0_remu1.$1" 2>&1)
+	rc=$?
+	if [ "$rc" = 0 ] && ! grep -q "# SKIP" <<<"$out"; then
+		ktap_pass "$2: dp.remu0_remu1.$1"
+	else
+		printf '%s\n' "$out" | tail -30 | sed 's/^/#   /'
+		ktap_fail "$2: dp.remu0_remu1.$1 (exit $rc)"
+	fi
+}
+
+qdisc_del() {
+	tc qdisc del dev v0 root 2>/dev/null
+	ip netns exec peer tc qdisc del dev v1 root 2>/dev/null
+}
+trap qdisc_del EXIT
+
+# counter NAME of remu0 (init netns) or remu1 (peer)
+cnt() {
+	local ex=()
+
+	[ "$1" = remu1 ] && ex=(ip netns exec peer)
+	"${ex[@]}" rdma statistic show link "$1/1" |
+		tr ' ' '\n' | grep -A1 -x "$2" | tail -1
+}
+names="completer_retry_err rcvd_seq_err duplicate_request out_of_seq_request"
+declare -A before
+snap() {
+	local d n
+
+	for d in remu0 remu1; do
+		for n in $names; do before[$d.$n]=$(cnt "$d" "$n"); done
+	done
+}
+
+# shellcheck disable=SC2086
+if modprobe sch_netem && tc qdisc add dev v0 root netem $netem &&
+   ip netns exec peer tc qdisc add dev v1 root netem $netem; then
+	ktap_pass "setup: netem $netem on v0 and v1"
+else
+	ktap_fail "setup: netem $netem on v0 and v1"
+fi
+snap
+
+for t in "${sel_dp[@]}"; do
+	dp "$t" "datapath under loss"
+done
+
+port=19500
+for t in "${sel_pt[@]}"; do
+	port=$((port + 1))
+	sout=$(mktemp) cout=$(mktemp)
+	# shellcheck disable=SC2086
+	ip netns exec peer timeout 120 $t -d remu1 -x 1 -F -p "$port" \
+		>"$sout" 2>&1 &
+	spid=$!
+	# the TCP exchange crosses the lossy link too: start once listening
+	for _ in $(seq 50); do
+		ip netns exec peer ss -Hltn "sport = :$port" | grep -q . && break
+		sleep 0.2
+	done
+	# shellcheck disable=SC2086
+	timeout 120 $t -d remu0 -x 1 -F -p "$port" 10.77.0.2 >"$cout" 2>&1
+	rc=$?
+	wait "$spid"
+	rs=$?
+	if [ "$rc" = 0 ] && [ "$rs" = 0 ] &&
+	   grep -Eq '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$cout"; then
+		ktap_pass "perftest under loss: $t"
+		grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$cout" | sed 's/^/#   /'
+	else
+		echo "# server (exit $rs):"; tail -15 "$sout" | sed 's/^/#   /'
+		echo "# client (exit $rc):"; tail -15 "$cout" | sed 's/^/#   /'
+		ktap_fail "perftest under loss: $t"
+	fi
+	rm -f "$sout" "$cout"
+done
+
+# what each side counted during the runs
+declare -A delta
+for d in remu0 remu1; do
+	line=""
+	for n in $names; do
+		delta[$d.$n]=$(($(cnt "$d" "$n") - ${before[$d.$n]:-0}))
+		line+=" $n=${delta[$d.$n]}"
+	done
+	ktap_diag "$d:$line"
+done
+# requesters retransmitted (timer or NAK), responders saw duplicates
+retx=0 dup=0
+for d in remu0 remu1; do
+	retx=$((retx + delta[$d.completer_retry_err] + delta[$d.rcvd_seq_err]))
+	dup=$((dup + delta[$d.duplicate_request]))
+done
+if [ "$retx" -gt 0 ]; then
+	ktap_pass "counters: retransmissions ($retx timer/NAK go-backs)"
+else
+	ktap_fail "counters: retransmissions ($retx timer/NAK go-backs)"
+fi
+if [ "$dup" -gt 0 ]; then
+	ktap_pass "counters: duplicate requests seen by the responders ($dup)"
+else
+	ktap_fail "counters: duplicate requests seen by the responders ($dup)"
+fi
+
+qdisc_del
+trap - EXIT
+if ! tc qdisc show dev v0 | grep -q netem &&
+   ! ip netns exec peer tc qdisc show dev v1 | grep -q netem; then
+	ktap_pass "teardown: netem removed from v0 and v1"
+else
+	ktap_fail "teardown: netem removed from v0 and v1"
+fi
+
+for t in "${sel_out[@]}"; do
+	dp "$t" "outage" REMU_DP_OUTAGE=1
+done
+qdisc_del
+ktap_finished
