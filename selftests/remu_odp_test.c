@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * remu_odp_test - on-demand paging (explicit ODP MRs) end to end.
+ * remu_odp_test - on-demand paging (explicit and implicit ODP MRs) end to
+ * end.
  *
  * caps: ibv_query_device_ex reports ODP and the RC transport's
  * send/recv/write/read/atomic bits.  huge_registration: an untouched
@@ -9,9 +10,12 @@
  * device's num_page_faults does not move; its registration time is
  * printed.
  *
- * Fixture odp (remu0<->remu1 and loopback on remu0): every buffer is an
- * anonymous mapping made for the test and registered with ON_DEMAND
- * before any page of it is touched, so every access by the device meets a
+ * Fixture odp (remu0<->remu1 and loopback on remu0; each with an explicit
+ * ODP MR over the buffer, and with one implicit ODP MR, ibv_reg_mr(pd,
+ * NULL, SIZE_MAX, ON_DEMAND), per side): every buffer is an anonymous
+ * mapping made for the test and registered with ON_DEMAND (or covered by
+ * the implicit MR) before any page of it is touched, so every access by
+ * the device meets a
  * missing translation and must fault it in.  SEND/RECV, RDMA WRITE, RDMA
  * READ (of written pages and of never touched ones, which read as zeros),
  * FETCH_ADD and CMP_SWP, byte for byte over several sizes; then the
@@ -20,7 +24,8 @@
  * content at the same address (a remote READ returns the new content),
  * and accesses to an unmapped hole in an ODP MR (remote READ, also one
  * that meets the hole after response packets went out, and WRITE:
- * REM_ACCESS_ERR; local gather: LOC_PROT_ERR).  Object counts (MRs) are back at baseline after
+ * REM_ACCESS_ERR; a READ of a kernel address: REM_ACCESS_ERR; local
+ * gather: LOC_PROT_ERR).  Object counts (MRs) are back at baseline after
  * each fixture's teardown.
  */
 #include <errno.h>
@@ -151,7 +156,8 @@ static uint8_t *fresh_map(void *at)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-static int side_open(struct side *s, const char *dev)
+/* @implicit: one implicit ODP MR (whole address space) instead */
+static int side_open(struct side *s, const char *dev, int implicit)
 {
 	struct ibv_qp_init_attr ia = {};
 	struct ibv_port_attr pa;
@@ -169,7 +175,10 @@ static int side_open(struct side *s, const char *dev)
 	s->buf = fresh_map(NULL);
 	if (!s->cq || !s->buf)
 		return -1;
-	s->mr = ibv_reg_mr(s->pd, s->buf, ODP_SIZE, ODP_ACCESS);
+	if (implicit)
+		s->mr = ibv_reg_mr(s->pd, NULL, SIZE_MAX, ODP_ACCESS);
+	else
+		s->mr = ibv_reg_mr(s->pd, s->buf, ODP_SIZE, ODP_ACCESS);
 	ia.send_cq = s->cq;
 	ia.recv_cq = s->cq;
 	ia.qp_type = IBV_QPT_RC;
@@ -327,10 +336,15 @@ FIXTURE(odp) {
 
 FIXTURE_VARIANT(odp) {
 	const char *dev_a, *dev_b;
+	int implicit;
 };
 
 FIXTURE_VARIANT_ADD(odp, remu0_remu1) { .dev_a = "remu0", .dev_b = "remu1" };
 FIXTURE_VARIANT_ADD(odp, loopback) { .dev_a = "remu0", .dev_b = "remu0" };
+FIXTURE_VARIANT_ADD(odp, implicit_remu0_remu1) {
+	.dev_a = "remu0", .dev_b = "remu1", .implicit = 1 };
+FIXTURE_VARIANT_ADD(odp, implicit_loopback) {
+	.dev_a = "remu0", .dev_b = "remu0", .implicit = 1 };
 
 FIXTURE_SETUP(odp)
 {
@@ -338,8 +352,8 @@ FIXTURE_SETUP(odp)
 	memset(&self->b, 0, sizeof(self->b));
 	self->mrs = remu_obj_count("mr");
 	ASSERT_LE(0, self->mrs);
-	ASSERT_EQ(0, side_open(&self->a, variant->dev_a));
-	ASSERT_EQ(0, side_open(&self->b, variant->dev_b));
+	ASSERT_EQ(0, side_open(&self->a, variant->dev_a, variant->implicit));
+	ASSERT_EQ(0, side_open(&self->b, variant->dev_b, variant->implicit));
 	ASSERT_EQ(0, side_connect(&self->a, &self->b));
 	ASSERT_EQ(0, side_connect(&self->b, &self->a));
 	/* registration faulted nothing in */
@@ -558,6 +572,14 @@ TEST_F(odp, remote_hole_write)
 	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
 		  rdma1(&self->a, IBV_WR_RDMA_WRITE, (uintptr_t)self->a.buf,
 			8192, (uintptr_t)hole - 4096, self->b.mr->rkey));
+}
+
+/* an address no process can map (implicit: no VMA; explicit: bounds) */
+TEST_F(odp, remote_wild_address)
+{
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			64, 0xffff880000001000ULL, self->b.mr->rkey));
 }
 
 /* a hole in the local MR: the SEND's gather fails with LOC_PROT_ERR */

@@ -5,9 +5,19 @@
  * capabilities.
  *
  * Owns: registration of explicit ODP MRs (reg_user_mr with
- * IB_ACCESS_ON_DEMAND), the translation of an MR offset to a page for the
- * copy loops (->map/->unmap), faulting pages in (->fault) and the
- * mmu_interval_notifier invalidate callback that takes translations away.
+ * IB_ACCESS_ON_DEMAND) and of implicit ones (start 0, length U64_MAX: one
+ * key for the whole address space), the translation of an MR offset to a
+ * page for the copy loops (->map/->unmap), faulting pages in (->fault) and
+ * the mmu_interval_notifier invalidate callback that takes translations
+ * away.
+ *
+ * Implicit ODP: the root umem (ib_umem_odp_alloc_implicit) has no pages;
+ * the address space is cut into children of REMU_ODP_CHILD_SIZE bytes,
+ * each an ib_umem_odp of its own (ib_umem_odp_alloc_child, with its own
+ * interval notifier), created by the first fault in its range and kept
+ * until deregistration in the xarray of struct remu_odp_implicit (the
+ * root's ->private).  Children are created under that struct's mutex and
+ * read locklessly (xa_load); they are freed only after the last access.
  *
  * The core's struct ib_umem_odp holds the state: pfn_list (the pages
  * hmm_range_fault found) and dma_list (per page: non-zero while the page
@@ -44,9 +54,44 @@
 /* at most this many bytes are faulted in by one ->fault() */
 #define REMU_ODP_FAULT_MAX	(256UL * PAGE_SIZE)
 
+/* implicit ODP: the address space in children of 2 MiB */
+#define REMU_ODP_CHILD_SHIFT	21
+#define REMU_ODP_CHILD_SIZE	(1UL << REMU_ODP_CHILD_SHIFT)
+
+/**
+ * struct remu_odp_implicit - the children of an implicit ODP MR
+ * @children:	va >> REMU_ODP_CHILD_SHIFT -> struct ib_umem_odp
+ * @lock:	serialises creating children
+ * @mm:		the address space (mmgrab'ed: the root holds no notifier)
+ */
+struct remu_odp_implicit {
+	struct xarray children;
+	struct mutex lock;
+	struct mm_struct *mm;
+};
+
 static struct ib_umem_odp *remu_odp_umem(struct remu_mr *mr)
 {
 	return to_ib_umem_odp(mr->umem);
+}
+
+/*
+ * The umem that holds MR offset @off and its user address; NULL when an
+ * implicit MR has no child there yet.
+ */
+static struct ib_umem_odp *remu_odp_locate(struct remu_mr *mr, u64 off,
+					   unsigned long *va)
+{
+	struct ib_umem_odp *root = remu_odp_umem(mr);
+	struct remu_odp_implicit *imp;
+
+	if (!root->is_implicit_odp) {
+		*va = mr->umem->address + off;
+		return root;
+	}
+	imp = root->private;
+	*va = off;
+	return xa_load(&imp->children, off >> REMU_ODP_CHILD_SHIFT);
 }
 
 static bool remu_odp_invalidate(struct mmu_interval_notifier *mni,
@@ -85,13 +130,17 @@ static const struct mmu_interval_notifier_ops remu_odp_mni_ops = {
 static int remu_odp_map(struct remu_mr *mr, u64 off, u64 len, bool write,
 			struct remu_mr_seg *seg)
 {
-	struct ib_umem_odp *odp = remu_odp_umem(mr);
 	u64 need = write ? ODP_WRITE_ALLOWED_BIT : ODP_READ_ALLOWED_BIT;
+	struct ib_umem_odp *odp;
 	unsigned long va, idx;
 
 	if (write && !mr->umem->writable)
 		return -EFAULT;
-	va = mr->umem->address + off;
+	if (off >= TASK_SIZE_MAX)
+		return -EFAULT;
+	odp = remu_odp_locate(mr, off, &va);
+	if (!odp)
+		return -EAGAIN;
 	if (va < ib_umem_start(odp) || va >= ib_umem_end(odp))
 		return -EFAULT;
 	idx = (va - ib_umem_start(odp)) >> PAGE_SHIFT;
@@ -104,14 +153,17 @@ static int remu_odp_map(struct remu_mr *mr, u64 off, u64 len, bool write,
 	seg->page = hmm_pfn_to_page(odp->pfn_list[idx]);
 	seg->offset = offset_in_page(va);
 	seg->len = min_t(u64, len, PAGE_SIZE - seg->offset);
+	seg->priv = odp;
 	/* umem_mutex stays held until remu_odp_unmap() */
 	return 0;
 }
 
-/* drops the umem_mutex remu_odp_map() left held */
+/* drops the umem_mutex remu_odp_map() left held (seg->priv) */
 static void remu_odp_unmap(struct remu_mr *mr, struct remu_mr_seg *seg)
 {
-	mutex_unlock(&remu_odp_umem(mr)->umem_mutex);
+	struct ib_umem_odp *odp = seg->priv;
+
+	mutex_unlock(&odp->umem_mutex);
 }
 
 static int remu_odp_fault_range(struct ib_umem_odp *odp, unsigned long va,
@@ -129,14 +181,57 @@ static int remu_odp_fault_range(struct ib_umem_odp *odp, unsigned long va,
 	return ret;
 }
 
+/* implicit ODP: the child covering @va, created if need be */
+static struct ib_umem_odp *remu_odp_child(struct remu_mr *mr,
+					  unsigned long va)
+{
+	struct ib_umem_odp *root = remu_odp_umem(mr);
+	struct remu_odp_implicit *imp = root->private;
+	unsigned long idx = va >> REMU_ODP_CHILD_SHIFT;
+	struct ib_umem_odp *child;
+	int err;
+
+	mutex_lock(&imp->lock);
+	child = xa_load(&imp->children, idx);
+	if (child)
+		goto out;
+	child = ib_umem_odp_alloc_child(root, idx << REMU_ODP_CHILD_SHIFT,
+					REMU_ODP_CHILD_SIZE,
+					&remu_odp_mni_ops);
+	if (IS_ERR(child))
+		goto out;
+	mutex_lock(&child->umem_mutex);
+	child->private = mr;
+	mutex_unlock(&child->umem_mutex);
+	err = xa_err(xa_store(&imp->children, idx, child, GFP_KERNEL));
+	if (err) {
+		ib_umem_odp_release(child);
+		child = ERR_PTR(err);
+		goto out;
+	}
+	remu_count_add(mr->rdev, REMU_CNT_ODP_MR_PAGES,
+		       REMU_ODP_CHILD_SIZE >> PAGE_SHIFT);
+out:
+	mutex_unlock(&imp->lock);
+	return child;
+}
+
 static int remu_odp_fault(struct remu_mr *mr, u64 off, u64 len, bool write)
 {
-	struct ib_umem_odp *odp = remu_odp_umem(mr);
 	struct remu_dev *rdev = mr->rdev;
-	unsigned long va = mr->umem->address + off;
-	u64 here = min_t(u64, len, REMU_ODP_FAULT_MAX - offset_in_page(va));
+	struct ib_umem_odp *odp;
+	unsigned long va;
+	u64 here;
 	int ret;
 
+	odp = remu_odp_locate(mr, off, &va);
+	if (!odp)
+		odp = remu_odp_child(mr, va);
+	if (IS_ERR(odp)) {
+		remu_count(rdev, REMU_CNT_ODP_FAILED_RESOLUTIONS);
+		return -EFAULT;
+	}
+	here = min_t(u64, len, REMU_ODP_FAULT_MAX - offset_in_page(va));
 	here = min_t(u64, here, ib_umem_end(odp) - va);
 	ret = remu_odp_fault_range(odp, va, here, write);
 	/*
@@ -154,13 +249,35 @@ static int remu_odp_fault(struct remu_mr *mr, u64 off, u64 len, bool write)
 	return 0;
 }
 
+static void remu_odp_release_implicit(struct remu_mr *mr)
+{
+	struct ib_umem_odp *root = remu_odp_umem(mr);
+	struct remu_odp_implicit *imp = root->private;
+	struct ib_umem_odp *child;
+	unsigned long idx;
+
+	xa_for_each(&imp->children, idx, child) {
+		remu_count_add(mr->rdev, REMU_CNT_ODP_MR_PAGES,
+			       -(s64)ib_umem_odp_num_pages(child));
+		ib_umem_odp_release(child);
+	}
+	xa_destroy(&imp->children);
+	mmdrop(imp->mm);
+	kfree(imp);
+	ib_umem_odp_release(root);
+}
+
 static void remu_odp_release(struct remu_mr *mr)
 {
 	struct ib_umem_odp *odp = remu_odp_umem(mr);
 
+	remu_count_add(mr->rdev, REMU_CNT_ODP_MRS, -1);
+	if (odp->is_implicit_odp) {
+		remu_odp_release_implicit(mr);
+		return;
+	}
 	remu_count_add(mr->rdev, REMU_CNT_ODP_MR_PAGES,
 		       -(s64)ib_umem_odp_num_pages(odp));
-	remu_count_add(mr->rdev, REMU_CNT_ODP_MRS, -1);
 	/* unmaps whatever is still mapped, then removes the notifier */
 	ib_umem_odp_release(odp);
 }
@@ -172,6 +289,50 @@ static const struct remu_mr_backing_ops remu_odp_ops = {
 	.release = remu_odp_release,
 };
 
+/* implicit ODP: one key for the whole address space, iova == address */
+static struct ib_mr *remu_odp_reg_implicit(struct ib_pd *ibpd, u64 iova,
+					   int access)
+{
+	struct remu_odp_implicit *imp;
+	struct ib_umem_odp *root;
+	struct remu_mr *mr;
+	int err;
+
+	if (iova)
+		return ERR_PTR(-EINVAL);
+	imp = kzalloc(sizeof(*imp), GFP_KERNEL);
+	if (!imp)
+		return ERR_PTR(-ENOMEM);
+	mr = remu_mr_new(ibpd, REMU_MR_ODP, &remu_odp_ops);
+	if (!mr) {
+		kfree(imp);
+		return ERR_PTR(-ENOMEM);
+	}
+	root = ib_umem_odp_alloc_implicit(ibpd->device, access);
+	if (IS_ERR(root)) {
+		kfree(mr);
+		kfree(imp);
+		return ERR_CAST(root);
+	}
+	xa_init(&imp->children);
+	mutex_init(&imp->lock);
+	imp->mm = root->umem.owning_mm;
+	mmgrab(imp->mm);
+	root->private = imp;
+	mr->umem = &root->umem;
+	mr->access = access;
+	mr->iova = 0;
+	mr->length = U64_MAX;
+	mr->state = REMU_MR_VALID;
+	remu_count_add(mr->rdev, REMU_CNT_ODP_MRS, 1);
+	err = remu_mr_publish(mr);
+	if (err) {
+		remu_mr_discard(mr);
+		return ERR_PTR(err);
+	}
+	return &mr->ib_mr;
+}
+
 /**
  * remu_odp_reg_user_mr - reg_user_mr for IB_ACCESS_ON_DEMAND
  * @ibpd:	protection domain
@@ -181,6 +342,7 @@ static const struct remu_mr_backing_ops remu_odp_ops = {
  * @access:	IB_ACCESS_* rights, IB_ACCESS_ON_DEMAND included
  *
  * Pins nothing and faults nothing: the pages are found on first access.
+ * @start 0 and @length U64_MAX ask for an implicit MR (see top).
  * Return: the MR, or ERR_PTR(-EINVAL/-EOPNOTSUPP/-ENOMEM/...).
  */
 struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
@@ -191,11 +353,10 @@ struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	struct remu_mr *mr;
 	int err;
 
-	/* implicit ODP (start 0, length U64_MAX) and huge pages: not yet */
 	if (access & IB_ACCESS_HUGETLB)
-		return ERR_PTR(-EOPNOTSUPP);
+		return ERR_PTR(-EOPNOTSUPP);	/* not yet */
 	if (!start && length == U64_MAX)
-		return ERR_PTR(-EOPNOTSUPP);
+		return remu_odp_reg_implicit(ibpd, iova, access);
 	if (!length || length > REMU_MAX_MR_SIZE)
 		return ERR_PTR(-EINVAL);
 
@@ -231,15 +392,15 @@ struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
  * remu_odp_dev_init - report the device's ODP capabilities
  * @rdev: the device, before registration
  *
- * Only what the ODP tests prove (selftests/remu_odp_test.c): RC send,
- * receive, write, read and atomics.
+ * Only what the ODP tests prove (selftests/remu_odp_test.c): explicit and
+ * implicit MRs, RC send, receive, write, read and atomics.
  */
 void remu_odp_dev_init(struct remu_dev *rdev)
 {
 	struct ib_odp_caps *c = &rdev->attr.odp_caps;
 
 	rdev->attr.kernel_cap_flags |= IBK_ON_DEMAND_PAGING;
-	c->general_caps = IB_ODP_SUPPORT;
+	c->general_caps = IB_ODP_SUPPORT | IB_ODP_SUPPORT_IMPLICIT;
 	c->per_transport_caps.rc_odp_caps = IB_ODP_SUPPORT_SEND |
 		IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_WRITE |
 		IB_ODP_SUPPORT_READ | IB_ODP_SUPPORT_ATOMIC;
