@@ -25,7 +25,11 @@
  * and accesses to an unmapped hole in an ODP MR (remote READ, also one
  * that meets the hole after response packets went out, and WRITE:
  * REM_ACCESS_ERR; a READ of a kernel address: REM_ACCESS_ERR; local
- * gather: LOC_PROT_ERR).  Object counts (MRs) are back at baseline after
+ * gather: LOC_PROT_ERR).  ibv_advise_mr: PREFETCH_WRITE and PREFETCH
+ * with IBV_ADVISE_MR_FLAG_FLUSH make the pages present before returning
+ * (mincore) so that a WRITE then faults nothing (num_page_faults exact),
+ * NO_FAULT maps only what the CPU already has, the asynchronous form
+ * gets there soon after, and a bad lkey, advice, hole or range fails.  Object counts (MRs) are back at baseline after
  * each fixture's teardown.
  */
 #include <errno.h>
@@ -595,6 +599,116 @@ TEST_F(odp, local_hole)
 	ASSERT_EQ(0, munmap(hole, 4096));
 	ASSERT_EQ(0, ibv_post_send(self->a.qp, &swr, &bad));
 	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, poll_one(self->a.cq, &wc));
+}
+
+static int advise(struct side *s, enum ibv_advise_mr_advice advice,
+		  uint32_t flags, void *addr, uint32_t len, uint32_t lkey)
+{
+	struct ibv_sge sge = { (uintptr_t)addr, len, lkey };
+
+	return ibv_advise_mr(s->pd, advice, flags, &sge, 1);
+}
+
+/*
+ * Synchronous prefetch: the pages are present when the call returns, and
+ * a WRITE into them then faults nothing (num_page_faults exact).
+ */
+TEST_F(odp, prefetch_sync)
+{
+	struct side *b = &self->b;
+	uint8_t *p = b->buf + 4096;
+	const uint32_t len = 16 * 4096;
+	long long faults, pf;
+
+	pf = hw_counter(b->dev, "num_prefetches_handled");
+	ASSERT_EQ(0, advise(b, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+			    IBV_ADVISE_MR_FLAG_FLUSH, p, len, b->mr->lkey));
+	EXPECT_EQ(16, resident_pages(p, len));
+	EXPECT_EQ(0, resident_pages(b->buf, 4096));
+	EXPECT_EQ(pf + 1, hw_counter(b->dev, "num_prefetches_handled"));
+	faults = hw_counter(b->dev, "num_page_faults");
+	fill(self->a.buf, len, 8);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_WRITE, (uintptr_t)self->a.buf,
+			len, (uintptr_t)p, b->mr->rkey));
+	EXPECT_EQ(-1, cmp(self->a.buf, p, len));
+	/* loopback: the requester's gather may fault on remu0, not here */
+	if (strcmp(self->a.dev, b->dev))
+		EXPECT_EQ(faults, hw_counter(b->dev, "num_page_faults"));
+
+	/* read prefetch of untouched pages maps them (the zero page) */
+	ASSERT_EQ(0, advise(b, IBV_ADVISE_MR_ADVICE_PREFETCH,
+			    IBV_ADVISE_MR_FLAG_FLUSH, p + len, 8192,
+			    b->mr->lkey));
+	EXPECT_EQ(2, resident_pages(p + len, 8192));
+}
+
+/* NO_FAULT maps only what the CPU already has; nothing becomes present */
+TEST_F(odp, prefetch_no_fault)
+{
+	struct side *b = &self->b;
+	uint8_t *p = b->buf + 32 * 4096;
+	long long faults;
+
+	ASSERT_EQ(0, advise(b, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
+			    IBV_ADVISE_MR_FLAG_FLUSH, p, 8 * 4096,
+			    b->mr->lkey));
+	EXPECT_EQ(0, resident_pages(p, 8 * 4096));
+	fill(p, 8 * 4096, 12);	/* now the CPU has them */
+	ASSERT_EQ(0, advise(b, IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
+			    IBV_ADVISE_MR_FLAG_FLUSH, p, 8 * 4096,
+			    b->mr->lkey));
+	faults = hw_counter(b->dev, "num_page_faults");
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			8 * 4096, (uintptr_t)p, b->mr->rkey));
+	EXPECT_EQ(-1, cmp(p, self->a.buf, 8 * 4096));
+	if (strcmp(self->a.dev, b->dev))
+		EXPECT_EQ(faults, hw_counter(b->dev, "num_page_faults"));
+}
+
+/* asynchronous prefetch: returns at once, the pages arrive soon after */
+TEST_F(odp, prefetch_async)
+{
+	struct side *b = &self->b;
+	uint8_t *p = b->buf + 64 * 4096;
+	int i;
+
+	ASSERT_EQ(0, advise(b, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE, 0, p,
+			    32 * 4096, b->mr->lkey));
+	for (i = 0; i < 500 && resident_pages(p, 32 * 4096) != 32; i++)
+		usleep(10000);
+	EXPECT_EQ(32, resident_pages(p, 32 * 4096));
+}
+
+/* bad requests fail before anything is done */
+TEST_F(odp, prefetch_errors)
+{
+	struct side *b = &self->b;
+	uint8_t *hole = b->buf + 8 * 4096;
+
+	EXPECT_NE(0, advise(b, IBV_ADVISE_MR_ADVICE_PREFETCH,
+			    IBV_ADVISE_MR_FLAG_FLUSH, b->buf, 4096,
+			    b->mr->lkey + 1));
+	EXPECT_NE(0, advise(b, 17, IBV_ADVISE_MR_FLAG_FLUSH, b->buf, 4096,
+			    b->mr->lkey));
+	EXPECT_EQ(0, resident_pages(b->buf, 4096));
+	ASSERT_EQ(0, munmap(hole, 4096));
+	EXPECT_NE(0, advise(b, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+			    IBV_ADVISE_MR_FLAG_FLUSH, hole, 4096,
+			    b->mr->lkey));
+}
+
+/* explicit MRs only: a range past the MR's end */
+TEST_F(odp, prefetch_out_of_bounds)
+{
+	struct side *b = &self->b;
+
+	if (variant->implicit)
+		SKIP(return, "an implicit MR has no end");
+	EXPECT_NE(0, advise(b, IBV_ADVISE_MR_ADVICE_PREFETCH,
+			    IBV_ADVISE_MR_FLAG_FLUSH, b->buf + ODP_SIZE - 4096,
+			    8192, b->mr->lkey));
 }
 
 TEST_HARNESS_MAIN

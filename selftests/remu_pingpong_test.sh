@@ -6,8 +6,9 @@
 # remu1 (namespace peer), in both directions, and on remu0 alone
 # (loopback).  A run passes when both sides exit 0 and neither prints an
 # "invalid data" line (-c only prints on a mismatch).  ibv_rc_pingpong also
-# runs with -o (explicit ODP MR) and -O (implicit ODP MR), the same three
-# ways.  Every program runs
+# runs with -o (explicit ODP MR), -O (implicit ODP MR) and -o -P (ODP with
+# ibv_advise_mr prefetch), the same three ways; a "Couldn't prefetch" line
+# fails the run.  Every program runs
 # under timeout so nothing can hang.  Runs in the test VM after
 # scripts/remu-up.
 set -u
@@ -16,7 +17,7 @@ repo=$(cd "$here/.." && pwd)
 . "$here/ktap.sh"
 
 progs=(rc uc ud srq)
-odp_opts=(-o -O)
+odp_opts=(-o -O "-o -P")
 ktap_header $(((${#progs[@]} + ${#odp_opts[@]}) * 3))
 "$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
 
@@ -40,7 +41,7 @@ pp() {
 	wait "$spid"
 	rs=$?
 	if [ "$rc" = 0 ] && [ "$rs" = 0 ] &&
-	   ! grep -qi "invalid data" "$sout" "$cout"; then
+	   ! grep -qi -e "invalid data" -e "couldn't prefetch" "$sout" "$cout"; then
 		ktap_pass "$name"
 	else
 		echo "# server (exit $rs):"; sed 's/^/#   /' "$sout"
@@ -56,8 +57,9 @@ for p in "${progs[@]}"; do
 	pp "${p}_pingpong loopback remu0" "$p" "" remu0 "" remu0 10.77.0.1
 done
 for o in "${odp_opts[@]}"; do
-	pp "rc_pingpong $o remu0 -> remu1" rc peer remu1 "" remu0 10.77.0.2 "$o"
-	pp "rc_pingpong $o remu1 -> remu0" rc "" remu0 peer remu1 10.77.0.1 "$o"
-	pp "rc_pingpong $o loopback remu0" rc "" remu0 "" remu0 10.77.0.1 "$o"
+	# $o unquoted: "-o -P" is two options
+	pp "rc_pingpong $o remu0 -> remu1" rc peer remu1 "" remu0 10.77.0.2 $o
+	pp "rc_pingpong $o remu1 -> remu0" rc "" remu0 peer remu1 10.77.0.1 $o
+	pp "rc_pingpong $o loopback remu0" rc "" remu0 "" remu0 10.77.0.1 $o
 done
 ktap_finished

@@ -395,6 +395,9 @@ void remu_mr_discard(struct remu_mr *mr);
 struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				   u64 iova, int access);
 void remu_odp_dev_init(struct remu_dev *rdev);
+int remu_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
+		   u32 flags, struct ib_sge *sg_list, u32 num_sge,
+		   struct uverbs_attr_bundle *attrs);
 #else
 static inline struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd,
 						 u64 start, u64 length,
@@ -404,6 +407,7 @@ static inline struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd,
 }
 
 static inline void remu_odp_dev_init(struct remu_dev *rdev) {}
+#define remu_advise_mr NULL
 #endif
 
 #endif /* REMU_MR_H */

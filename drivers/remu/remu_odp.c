@@ -4,7 +4,9 @@
  * layer (see remu_mr.h for the backing contract) and the device's ODP
  * capabilities.
  *
- * Owns: registration of explicit ODP MRs (reg_user_mr with
+ * Owns: ibv_advise_mr prefetch (synchronous with FLUSH, else a work item
+ * on remu_wq holding MR references), registration of explicit ODP MRs
+ * (reg_user_mr with
  * IB_ACCESS_ON_DEMAND) and of implicit ones (start 0, length U64_MAX: one
  * key for the whole address space), the translation of an MR offset to a
  * page for the copy loops (->map/->unmap), faulting pages in (->fault) and
@@ -50,6 +52,7 @@
 #include <rdma/ib_umem_odp.h>
 
 #include "remu.h"
+#include "remu_qp.h"	/* remu_wq */
 
 /* at most this many bytes are faulted in by one ->fault() */
 #define REMU_ODP_FAULT_MAX	(256UL * PAGE_SIZE)
@@ -216,14 +219,23 @@ out:
 	return child;
 }
 
-static int remu_odp_fault(struct remu_mr *mr, u64 off, u64 len, bool write)
+/*
+ * Make the first piece of [off, off + len) present (@fault) or map what the
+ * CPU page tables already have (!@fault: PREFETCH_NO_FAULT).  The piece
+ * ends at REMU_ODP_FAULT_MAX bytes or at the end of its umem.
+ * Return: the bytes handled (>= 1), or -EFAULT.
+ */
+static s64 remu_odp_fault_piece(struct remu_mr *mr, u64 off, u64 len,
+				bool write, bool fault)
 {
 	struct remu_dev *rdev = mr->rdev;
 	struct ib_umem_odp *odp;
 	unsigned long va;
-	u64 here;
+	u64 here, mask;
 	int ret;
 
+	if (off >= TASK_SIZE_MAX)
+		return -EFAULT;
 	odp = remu_odp_locate(mr, off, &va);
 	if (!odp)
 		odp = remu_odp_child(mr, va);
@@ -233,20 +245,39 @@ static int remu_odp_fault(struct remu_mr *mr, u64 off, u64 len, bool write)
 	}
 	here = min_t(u64, len, REMU_ODP_FAULT_MAX - offset_in_page(va));
 	here = min_t(u64, here, ib_umem_end(odp) - va);
+	if (!fault) {
+		mask = ODP_READ_ALLOWED_BIT;
+		if (mr->umem->writable)
+			mask |= ODP_WRITE_ALLOWED_BIT;
+		ret = ib_umem_odp_map_dma_and_lock(odp, va, here, mask, false);
+		if (ret < 0)
+			return -EFAULT;
+		mutex_unlock(&odp->umem_mutex);
+		return here;
+	}
 	ret = remu_odp_fault_range(odp, va, here, write);
 	/*
 	 * hmm_range_fault() fails the whole range if any page of it cannot
 	 * be faulted in: try the one page this access needs before failing.
 	 */
-	if (ret < 0 && offset_in_page(va) + here > PAGE_SIZE)
-		ret = remu_odp_fault_range(odp, va, 1, write);
+	if (ret < 0 && offset_in_page(va) + here > PAGE_SIZE) {
+		here = PAGE_SIZE - offset_in_page(va);
+		ret = remu_odp_fault_range(odp, va, here, write);
+	}
 	if (ret < 0) {
 		remu_count(rdev, REMU_CNT_ODP_FAILED_RESOLUTIONS);
 		return -EFAULT;
 	}
 	remu_count(rdev, REMU_CNT_ODP_PAGE_FAULTS);
 	remu_count_add(rdev, REMU_CNT_ODP_PAGE_FAULT_PAGES, ret);
-	return 0;
+	return here;
+}
+
+static int remu_odp_fault(struct remu_mr *mr, u64 off, u64 len, bool write)
+{
+	s64 ret = remu_odp_fault_piece(mr, off, len, write, true);
+
+	return ret < 0 ? ret : 0;
 }
 
 static void remu_odp_release_implicit(struct remu_mr *mr)
@@ -386,6 +417,136 @@ struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 		return ERR_PTR(err);
 	}
 	return &mr->ib_mr;
+}
+
+/* ---- ibv_advise_mr: prefetch ---- */
+
+/**
+ * struct remu_odp_prefetch - one advise_mr call, run now or in a work item
+ * @work:	for the asynchronous case (on remu_wq)
+ * @write:	PREFETCH_WRITE
+ * @fault:	false for PREFETCH_NO_FAULT
+ * @n:		entries in @sge
+ * @sge:	each with its MR (a reference held until done) and range
+ */
+struct remu_odp_prefetch {
+	struct work_struct work;
+	bool write;
+	bool fault;
+	u32 n;
+	struct {
+		struct remu_mr *mr;
+		u64 off;
+		u64 len;
+	} sge[] __counted_by(n);
+};
+
+static int remu_odp_prefetch_run(struct remu_odp_prefetch *pf)
+{
+	int err = 0;
+	u32 i;
+
+	for (i = 0; i < pf->n; i++) {
+		struct remu_mr *mr = pf->sge[i].mr;
+		u64 off = pf->sge[i].off, len = pf->sge[i].len;
+
+		while (len && !err) {
+			s64 done = remu_odp_fault_piece(mr, off, len, pf->write,
+							pf->fault);
+
+			if (done < 0)
+				err = done;
+			else
+				off += done, len -= done;
+			cond_resched();
+		}
+		remu_mr_put(mr);
+	}
+	return err;
+}
+
+static void remu_odp_prefetch_work(struct work_struct *work)
+{
+	struct remu_odp_prefetch *pf =
+		container_of(work, struct remu_odp_prefetch, work);
+	struct remu_dev *rdev = pf->n ? pf->sge[0].mr->rdev : NULL;
+
+	/* nobody waits for an asynchronous prefetch: errors are dropped */
+	remu_odp_prefetch_run(pf);
+	if (rdev)
+		remu_count(rdev, REMU_CNT_ODP_PREFETCHES);
+	kfree(pf);
+}
+
+/**
+ * remu_advise_mr - ib_device_ops.advise_mr: prefetch ranges of ODP MRs
+ * @ibpd:	PD every SGE's MR must belong to
+ * @advice:	PREFETCH, PREFETCH_WRITE or PREFETCH_NO_FAULT
+ * @flags:	IB_UVERBS_ADVISE_MR_FLAG_FLUSH: done before returning
+ * @sg_list:	lkey, address and length of each range
+ * @num_sge:	entries
+ * @attrs:	unused
+ *
+ * Every SGE is checked first, so a bad one fails the call before anything
+ * is done.  Return: 0; -EOPNOTSUPP (advice, flags); -ENOENT (no ODP MR of
+ * this PD under the lkey, or PREFETCH_WRITE to an MR without LOCAL_WRITE);
+ * -EINVAL (range outside the MR); -ENOMEM; with FLUSH, -EFAULT when a
+ * page could not be faulted in.
+ */
+int remu_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
+		   u32 flags, struct ib_sge *sg_list, u32 num_sge,
+		   struct uverbs_attr_bundle *attrs)
+{
+	struct remu_dev *rdev = to_remu_dev(ibpd->device);
+	struct remu_odp_prefetch *pf;
+	int err = 0;
+	u32 i;
+
+	if (advice > IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT ||
+	    flags & ~IB_UVERBS_ADVISE_MR_FLAG_FLUSH)
+		return -EOPNOTSUPP;
+	pf = kzalloc(struct_size(pf, sge, num_sge), GFP_KERNEL);
+	if (!pf)
+		return -ENOMEM;
+	pf->write = advice == IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE;
+	pf->fault = advice != IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT;
+	for (i = 0; i < num_sge; i++) {
+		const struct ib_sge *sge = &sg_list[i];
+		struct remu_mr *mr = remu_mr_lookup(rdev, sge->lkey, REMU_LKEY);
+
+		if (!mr) {
+			err = -ENOENT;
+			break;
+		}
+		pf->sge[i].mr = mr;
+		pf->n = i + 1;
+		if (mr->kind != REMU_MR_ODP || mr->pd != to_remu_pd(ibpd) ||
+		    (pf->write && !(mr->access & IB_ACCESS_LOCAL_WRITE))) {
+			err = -ENOENT;
+			break;
+		}
+		if (remu_mr_check(mr, NULL, sge->addr, sge->length, 0)) {
+			err = -EINVAL;
+			break;
+		}
+		pf->sge[i].off = sge->addr - mr->iova;
+		pf->sge[i].len = sge->length;
+	}
+	if (err) {
+		for (i = 0; i < pf->n; i++)
+			remu_mr_put(pf->sge[i].mr);
+		kfree(pf);
+		return err;
+	}
+	if (!(flags & IB_UVERBS_ADVISE_MR_FLAG_FLUSH)) {
+		INIT_WORK(&pf->work, remu_odp_prefetch_work);
+		queue_work(remu_wq, &pf->work);
+		return 0;
+	}
+	err = remu_odp_prefetch_run(pf);
+	kfree(pf);
+	remu_count(rdev, REMU_CNT_ODP_PREFETCHES);
+	return err;
 }
 
 /**
