@@ -38,8 +38,8 @@
  *
  * Backings.  An MR's memory is reached through its backing (enum
  * remu_mr_kind): kernel memory (get_dma_mr), pinned user memory (ib_umem),
- * a fast-registration page list (alloc_mr + map_mr_sg + REG_MR), and later
- * on-demand paging, device memory and dma-buf.  Each backing provides
+ * a fast-registration page list (alloc_mr + map_mr_sg + REG_MR), on-demand
+ * paging (remu_odp.c), and later device memory and dma-buf.  Each backing provides
  * struct remu_mr_backing_ops; the copy loops only ever see segments
  * (struct remu_mr_seg): a page + offset or a kernel address, and a length
  * that is contiguous there.  A backing's ->map() may answer -EAGAIN: "the
