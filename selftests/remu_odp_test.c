@@ -3,8 +3,8 @@
  * remu_odp_test - on-demand paging (explicit and implicit ODP MRs) end to
  * end.
  *
- * caps: ibv_query_device_ex reports ODP and the RC transport's
- * send/recv/write/read/atomic bits.  huge_registration: an untouched
+ * caps: ibv_query_device_ex reports explicit and implicit ODP and exactly
+ * the per-transport bits the fixtures below prove.  huge_registration: an untouched
  * MAP_NORESERVE mapping 16 times the size of RAM registers with
  * IBV_ACCESS_ON_DEMAND, no page of it becomes resident (mincore) and the
  * device's num_page_faults does not move; its registration time is
@@ -29,7 +29,10 @@
  * with IBV_ADVISE_MR_FLAG_FLUSH make the pages present before returning
  * (mincore) so that a WRITE then faults nothing (num_page_faults exact),
  * NO_FAULT maps only what the CPU already has, the asynchronous form
- * gets there soon after, and a bad lkey, advice, hole or range fails.  Object counts (MRs) are back at baseline after
+ * gets there soon after, and a bad lkey, advice, hole or range fails.
+ *
+ * Fixture xport: UC SEND and WRITE, UD SEND, RC SEND through an SRQ, with
+ * explicit ODP MRs on both sides, remu0<->remu1 and loopback.  Object counts (MRs) are back at baseline after
  * each fixture's teardown.
  */
 #include <errno.h>
@@ -90,12 +93,19 @@ TEST(caps)
 	struct ibv_context *ctx = remu_open("remu0");
 	uint32_t rc = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
 		      IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ |
-		      IBV_ODP_SUPPORT_ATOMIC;
+		      IBV_ODP_SUPPORT_ATOMIC | IBV_ODP_SUPPORT_SRQ_RECV;
+	uint32_t uc = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV |
+		      IBV_ODP_SUPPORT_WRITE;
+	uint32_t ud = IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV;
 
 	ASSERT_NE(NULL, ctx);
 	ASSERT_EQ(0, ibv_query_device_ex(ctx, NULL, &a));
-	EXPECT_TRUE(a.odp_caps.general_caps & IBV_ODP_SUPPORT);
-	EXPECT_EQ(rc, a.odp_caps.per_transport_caps.rc_odp_caps & rc);
+	EXPECT_EQ(IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT,
+		  a.odp_caps.general_caps);
+	/* exactly what this test proves, nothing more */
+	EXPECT_EQ(rc, a.odp_caps.per_transport_caps.rc_odp_caps);
+	EXPECT_EQ(uc, a.odp_caps.per_transport_caps.uc_odp_caps);
+	EXPECT_EQ(ud, a.odp_caps.per_transport_caps.ud_odp_caps);
 	ibv_close_device(ctx);
 }
 
@@ -709,6 +719,274 @@ TEST_F(odp, prefetch_out_of_bounds)
 	EXPECT_NE(0, advise(b, IBV_ADVISE_MR_ADVICE_PREFETCH,
 			    IBV_ADVISE_MR_FLAG_FLUSH, b->buf + ODP_SIZE - 4096,
 			    8192, b->mr->lkey));
+}
+
+/*
+ * Fixture xport: the other transports and the SRQ, into and out of
+ * explicit ODP MRs on never touched pages: UC SEND and RDMA WRITE, UD
+ * SEND (the 40-byte GRH area before the data), RC SEND received through
+ * an SRQ.  remu0<->remu1 and loopback.
+ */
+struct xside {
+	const char *dev;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_srq *srq;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	struct ibv_mr *mr;
+	uint8_t *buf;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+};
+
+FIXTURE(xport) {
+	struct xside a, b;
+	int mrs;
+};
+
+FIXTURE_VARIANT(xport) {
+	const char *dev_a, *dev_b;
+	enum ibv_qp_type type;
+	int srq;
+};
+
+FIXTURE_VARIANT_ADD(xport, uc_remu0_remu1) {
+	.dev_a = "remu0", .dev_b = "remu1", .type = IBV_QPT_UC };
+FIXTURE_VARIANT_ADD(xport, uc_loopback) {
+	.dev_a = "remu0", .dev_b = "remu0", .type = IBV_QPT_UC };
+FIXTURE_VARIANT_ADD(xport, ud_remu0_remu1) {
+	.dev_a = "remu0", .dev_b = "remu1", .type = IBV_QPT_UD };
+FIXTURE_VARIANT_ADD(xport, ud_loopback) {
+	.dev_a = "remu0", .dev_b = "remu0", .type = IBV_QPT_UD };
+FIXTURE_VARIANT_ADD(xport, rc_srq_remu0_remu1) {
+	.dev_a = "remu0", .dev_b = "remu1", .type = IBV_QPT_RC, .srq = 1 };
+FIXTURE_VARIANT_ADD(xport, rc_srq_loopback) {
+	.dev_a = "remu0", .dev_b = "remu0", .type = IBV_QPT_RC, .srq = 1 };
+
+#define QKEY	0x11111111
+
+static int xside_open(struct xside *s, const char *dev, enum ibv_qp_type type,
+		      int use_srq)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16,
+						  .max_sge = 1 } };
+	struct ibv_qp_init_attr ia = {};
+	struct ibv_port_attr pa;
+
+	s->dev = dev;
+	s->ctx = remu_open(dev);
+	if (!s->ctx || ibv_query_port(s->ctx, 1, &pa) ||
+	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
+		return -1;
+	s->mtu = pa.active_mtu;
+	s->pd = ibv_alloc_pd(s->ctx);
+	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
+	s->buf = fresh_map(NULL);
+	if (!s->cq || !s->buf)
+		return -1;
+	s->mr = ibv_reg_mr(s->pd, s->buf, ODP_SIZE, ODP_ACCESS);
+	if (!s->mr)
+		return -1;
+	if (use_srq) {
+		s->srq = ibv_create_srq(s->pd, &sa);
+		if (!s->srq)
+			return -1;
+	}
+	ia.send_cq = s->cq;
+	ia.recv_cq = s->cq;
+	ia.srq = s->srq;
+	ia.qp_type = type;
+	ia.cap.max_send_wr = 16;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	s->qp = ibv_create_qp(s->pd, &ia);
+	return s->qp ? 0 : -1;
+}
+
+static int xside_connect(struct xside *s, struct xside *peer,
+			 enum ibv_qp_type type)
+{
+	struct ibv_ah_attr ah = { .is_global = 1, .port_num = 1 };
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+
+	ah.grh.dgid = peer->gid;
+	ah.grh.sgid_index = GID_INDEX;
+	ah.grh.hop_limit = 64;
+	if (type == IBV_QPT_UD) {
+		a.qkey = QKEY;
+		mask |= IBV_QP_QKEY;
+	} else {
+		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	if (ibv_modify_qp(s->qp, &a, mask))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	mask = IBV_QP_STATE;
+	if (type != IBV_QPT_UD) {
+		a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
+		a.dest_qp_num = peer->qp->qp_num;
+		a.rq_psn = 0x42;
+		a.ah_attr = ah;
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			IBV_QP_RQ_PSN;
+		if (type == IBV_QPT_RC) {
+			a.max_dest_rd_atomic = 1;
+			a.min_rnr_timer = 1;
+			mask |= IBV_QP_MAX_DEST_RD_ATOMIC |
+				IBV_QP_MIN_RNR_TIMER;
+		}
+	}
+	if (ibv_modify_qp(s->qp, &a, mask))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0x42;
+	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (type == IBV_QPT_RC) {
+		a.timeout = 14;
+		a.retry_cnt = 7;
+		a.rnr_retry = 7;
+		a.max_rd_atomic = 1;
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+			IBV_QP_MAX_QP_RD_ATOMIC;
+	}
+	if (ibv_modify_qp(s->qp, &a, mask))
+		return -1;
+	if (type == IBV_QPT_UD) {
+		s->ah = ibv_create_ah(s->pd, &ah);
+		if (!s->ah)
+			return -1;
+	}
+	return 0;
+}
+
+static void xside_close(struct xside *s)
+{
+	if (s->ah)
+		ibv_destroy_ah(s->ah);
+	if (s->qp)
+		ibv_destroy_qp(s->qp);
+	if (s->srq)
+		ibv_destroy_srq(s->srq);
+	if (s->mr)
+		ibv_dereg_mr(s->mr);
+	if (s->cq)
+		ibv_destroy_cq(s->cq);
+	if (s->pd)
+		ibv_dealloc_pd(s->pd);
+	if (s->ctx)
+		ibv_close_device(s->ctx);
+	if (s->buf)
+		munmap(s->buf, ODP_SIZE);
+}
+
+FIXTURE_SETUP(xport)
+{
+	memset(&self->a, 0, sizeof(self->a));
+	memset(&self->b, 0, sizeof(self->b));
+	self->mrs = remu_obj_count("mr");
+	ASSERT_LE(0, self->mrs);
+	ASSERT_EQ(0, xside_open(&self->a, variant->dev_a, variant->type,
+				variant->srq));
+	ASSERT_EQ(0, xside_open(&self->b, variant->dev_b, variant->type,
+				variant->srq));
+	ASSERT_EQ(0, xside_connect(&self->a, &self->b, variant->type));
+	ASSERT_EQ(0, xside_connect(&self->b, &self->a, variant->type));
+}
+
+FIXTURE_TEARDOWN(xport)
+{
+	xside_close(&self->a);
+	xside_close(&self->b);
+	EXPECT_EQ(self->mrs, remu_obj_count("mr"));
+}
+
+/* post a receive of @len bytes at @dst on b (its SRQ or QP) */
+static int xrecv(struct xside *b, uint8_t *dst, uint32_t len)
+{
+	struct ibv_sge sge = { (uintptr_t)dst, len, b->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 7, .sg_list = &sge,
+				  .num_sge = 1 }, *bad;
+
+	if (b->srq)
+		return ibv_post_srq_recv(b->srq, &wr, &bad);
+	return ibv_post_recv(b->qp, &wr, &bad);
+}
+
+static int xsend(struct xside *a, struct xside *b, enum ibv_wr_opcode op,
+		 uint8_t *src, uint32_t len, uint8_t *raddr)
+{
+	struct ibv_sge sge = { (uintptr_t)src, len, a->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 9, .sg_list = &sge, .num_sge = 1,
+				  .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+
+	if (a->ah) {
+		wr.wr.ud.ah = a->ah;
+		wr.wr.ud.remote_qpn = b->qp->qp_num;
+		wr.wr.ud.remote_qkey = QKEY;
+	} else {
+		wr.wr.rdma.remote_addr = (uintptr_t)raddr;
+		wr.wr.rdma.rkey = b->mr->rkey;
+	}
+	if (ibv_post_send(a->qp, &wr, &bad))
+		return -1;
+	return poll_one(a->cq, &wc);
+}
+
+TEST_F(xport, send_recv)
+{
+	static const uint32_t xlens[] = { 1, 1000, 4096, 4097, 65537 };
+	uint32_t grh = variant->type == IBV_QPT_UD ? 40 : 0;
+	uint32_t max = variant->type == IBV_QPT_UD ? 4096 : 1 << 20;
+	size_t at = 0;
+	unsigned int i;
+
+	for (i = 0; i < sizeof(xlens) / sizeof(xlens[0]); i++) {
+		uint8_t *src = self->a.buf + 5 + at;
+		uint8_t *dst = self->b.buf + 3 + at;
+		struct ibv_wc wc;
+
+		if (xlens[i] > max)
+			continue;
+		fill(src, xlens[i], 60 + i);
+		ASSERT_EQ(0, xrecv(&self->b, dst, xlens[i] + grh));
+		ASSERT_EQ(IBV_WC_SUCCESS,
+			  xsend(&self->a, &self->b, IBV_WR_SEND, src, xlens[i],
+				NULL));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+		EXPECT_EQ(xlens[i] + grh, wc.byte_len);
+		EXPECT_EQ(-1, cmp(src, dst + grh, xlens[i]))
+			TH_LOG("len %u", xlens[i]);
+		at += (xlens[i] + grh + 8191) & ~4095u;
+	}
+}
+
+/* UC and RC: a WRITE into never touched pages, then a SEND fences it */
+TEST_F(xport, write)
+{
+	uint8_t *src = self->a.buf + 4096 + 9, *dst = self->b.buf + 4096 + 1;
+	const uint32_t len = 65537;
+	struct ibv_wc wc;
+
+	if (variant->type == IBV_QPT_UD)
+		SKIP(return, "no RDMA on UD");
+	fill(src, len, 99);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  xsend(&self->a, &self->b, IBV_WR_RDMA_WRITE, src, len, dst));
+	ASSERT_EQ(0, xrecv(&self->b, self->b.buf, 16));
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  xsend(&self->a, &self->b, IBV_WR_SEND, self->a.buf, 16,
+			NULL));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+	EXPECT_EQ(-1, cmp(src, dst, len));
 }
 
 TEST_HARNESS_MAIN

@@ -554,7 +554,8 @@ int remu_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
  * @rdev: the device, before registration
  *
  * Only what the ODP tests prove (selftests/remu_odp_test.c): explicit and
- * implicit MRs, RC send, receive, write, read and atomics.
+ * implicit MRs; RC send, receive, write, read, atomics and SRQ receive;
+ * UC send, receive and write; UD send and receive.
  */
 void remu_odp_dev_init(struct remu_dev *rdev)
 {
@@ -564,5 +565,10 @@ void remu_odp_dev_init(struct remu_dev *rdev)
 	c->general_caps = IB_ODP_SUPPORT | IB_ODP_SUPPORT_IMPLICIT;
 	c->per_transport_caps.rc_odp_caps = IB_ODP_SUPPORT_SEND |
 		IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_WRITE |
-		IB_ODP_SUPPORT_READ | IB_ODP_SUPPORT_ATOMIC;
+		IB_ODP_SUPPORT_READ | IB_ODP_SUPPORT_ATOMIC |
+		IB_ODP_SUPPORT_SRQ_RECV;
+	c->per_transport_caps.uc_odp_caps = IB_ODP_SUPPORT_SEND |
+		IB_ODP_SUPPORT_RECV | IB_ODP_SUPPORT_WRITE;
+	c->per_transport_caps.ud_odp_caps = IB_ODP_SUPPORT_SEND |
+		IB_ODP_SUPPORT_RECV;
 }
