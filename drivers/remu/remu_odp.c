@@ -103,14 +103,15 @@ static bool remu_odp_invalidate(struct mmu_interval_notifier *mni,
 {
 	struct ib_umem_odp *odp =
 		container_of(mni, struct ib_umem_odp, notifier);
-	struct remu_mr *mr = odp->private;
 	unsigned long start, end;
+	struct remu_mr *mr;
 	int before;
 
 	if (!mmu_notifier_range_blockable(range))
 		return false;
 
 	mutex_lock(&odp->umem_mutex);
+	mr = odp->private;	/* set under umem_mutex after insertion */
 	mmu_interval_set_seq(mni, cur_seq);
 	start = max_t(unsigned long, range->start, ib_umem_start(odp));
 	end = min_t(unsigned long, range->end, ib_umem_end(odp));
@@ -139,6 +140,7 @@ static int remu_odp_map(struct remu_mr *mr, u64 off, u64 len, bool write,
 
 	if (write && !mr->umem->writable)
 		return -EFAULT;
+	/* an implicit MR's offset is the address: none lives up there */
 	if (off >= TASK_SIZE_MAX)
 		return -EFAULT;
 	odp = remu_odp_locate(mr, off, &va);
