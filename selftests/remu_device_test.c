@@ -137,8 +137,10 @@ TEST_F(dev, query_device)
 	EXPECT_NE(0, a->max_mr);
 	/* atomics are atomic among this device's (remu_datapath_test) */
 	EXPECT_EQ(IBV_ATOMIC_HCA, a->atomic_cap);
+	/* on-demand paging, explicit and implicit (remu_odp_test) */
+	EXPECT_EQ(IBV_ODP_SUPPORT | IBV_ODP_SUPPORT_IMPLICIT,
+		  ax.odp_caps.general_caps);
 	/* not implemented yet, so reported as absent */
-	EXPECT_EQ(0, ax.odp_caps.general_caps);
 	EXPECT_EQ(0, ax.max_dm_size);
 }
 

@@ -5,7 +5,10 @@
 # ibv_{rc,uc,ud,srq}_pingpong with -c between remu0 (initial namespace) and
 # remu1 (namespace peer), in both directions, and on remu0 alone
 # (loopback).  A run passes when both sides exit 0 and neither prints an
-# "invalid data" line (-c only prints on a mismatch).  Every program runs
+# "invalid data" line (-c only prints on a mismatch).  ibv_rc_pingpong also
+# runs with -o (explicit ODP MR), -O (implicit ODP MR) and -o -P (ODP with
+# ibv_advise_mr prefetch), the same three ways; a "Couldn't prefetch" line
+# fails the run.  Every program runs
 # under timeout so nothing can hang.  Runs in the test VM after
 # scripts/remu-up.
 set -u
@@ -15,29 +18,31 @@ repo=$(cd "$here/.." && pwd)
 . "$here/remu_lib.sh"
 
 progs=(rc uc ud srq)
-ktap_header $((${#progs[@]} * 3))
+odp_opts=(-o -O "-o -P")
+ktap_header $(((${#progs[@]} + ${#odp_opts[@]}) * 3))
 "$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
 
 port=18515
-# pp NAME PROG SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV SERVER_ADDR
+# pp NAME PROG SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV SERVER_ADDR [OPT...]
 pp() {
 	local name=$1 prog=$2 sns=$3 sdev=$4 cns=$5 cdev=$6 addr=$7
+	shift 7
 	local sex=() cex=() sout cout spid rs rc
 	[ -n "$sns" ] && sex=(ip netns exec "$sns")
 	[ -n "$cns" ] && cex=(ip netns exec "$cns")
 	sout=$(mktemp) cout=$(mktemp)
 	port=$((port + 1))
 	"${sex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$sdev" -g 1 -c \
-		-p "$port" -n 200 >"$sout" 2>&1 &
+		-p "$port" -n 200 "$@" >"$sout" 2>&1 &
 	spid=$!
 	remu_wait_listen "$spid" "$port"
 	"${cex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$cdev" -g 1 -c \
-		-p "$port" -n 200 "$addr" >"$cout" 2>&1
+		-p "$port" -n 200 "$@" "$addr" >"$cout" 2>&1
 	rc=$?
 	wait "$spid"
 	rs=$?
 	if [ "$rc" = 0 ] && [ "$rs" = 0 ] &&
-	   ! grep -qi "invalid data" "$sout" "$cout"; then
+	   ! grep -qi -e "invalid data" -e "couldn't prefetch" "$sout" "$cout"; then
 		ktap_pass "$name"
 	else
 		echo "# server (exit $rs):"; sed 's/^/#   /' "$sout"
@@ -51,5 +56,11 @@ for p in "${progs[@]}"; do
 	pp "${p}_pingpong remu0 -> remu1" "$p" peer remu1 "" remu0 10.77.0.2
 	pp "${p}_pingpong remu1 -> remu0" "$p" "" remu0 peer remu1 10.77.0.1
 	pp "${p}_pingpong loopback remu0" "$p" "" remu0 "" remu0 10.77.0.1
+done
+for o in "${odp_opts[@]}"; do
+	# $o unquoted: "-o -P" is two options
+	pp "rc_pingpong $o remu0 -> remu1" rc peer remu1 "" remu0 10.77.0.2 $o
+	pp "rc_pingpong $o remu1 -> remu0" rc "" remu0 peer remu1 10.77.0.1 $o
+	pp "rc_pingpong $o loopback remu0" rc "" remu0 "" remu0 10.77.0.1 $o
 done
 ktap_finished

@@ -59,6 +59,12 @@ static inline void remu_count(struct remu_dev *rdev, enum remu_counter c)
 	atomic64_inc(&rdev->counters[c]);
 }
 
+static inline void remu_count_add(struct remu_dev *rdev, enum remu_counter c,
+				  s64 n)
+{
+	atomic64_add(n, &rdev->counters[c]);
+}
+
 /**
  * struct remu_ucontext - one process's open device context
  * @ib_uc:	core object

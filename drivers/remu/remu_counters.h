@@ -36,6 +36,15 @@ enum remu_counter {
 	REMU_CNT_COMP_RETRY,
 	REMU_CNT_RDMA_SEND,
 	REMU_CNT_RDMA_RECV,
+	/* on-demand paging (remu_odp.c); names of the classic ODP counters */
+	REMU_CNT_ODP_PAGE_FAULTS,
+	REMU_CNT_ODP_PAGE_FAULT_PAGES,
+	REMU_CNT_ODP_INVALIDATIONS,
+	REMU_CNT_ODP_INVALIDATION_PAGES,
+	REMU_CNT_ODP_FAILED_RESOLUTIONS,
+	REMU_CNT_ODP_PREFETCHES,
+	REMU_CNT_ODP_MRS,		/* a gauge: live ODP MRs */
+	REMU_CNT_ODP_MR_PAGES,		/* a gauge: pages they span */
 	REMU_CNT_COUNT
 };
 

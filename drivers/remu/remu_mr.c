@@ -10,7 +10,8 @@
  * numbers and the lifetime rules are documented in remu_mr.h.
  *
  * Backings: REMU_MR_KERNEL (kernel linear map), REMU_MR_UMEM (pinned user
- * pages from ib_umem_get) and REMU_MR_FAST_REG (map_mr_sg page list).  Each
+ * pages from ib_umem_get) and REMU_MR_FAST_REG (map_mr_sg page list) here;
+ * REMU_MR_ODP (on-demand paging) in remu_odp.c, which answers -EAGAIN.  Each
  * translates "byte offset in the MR" to a segment through its
  * remu_mr_backing_ops.  ->map() may return -EAGAIN ("translation missing,
  * fault it in and retry"); remu_mr_map_seg() handles that for every caller
@@ -59,7 +60,7 @@ static int remu_mr_check_access(unsigned int access)
 		return -EINVAL;
 	if (access & ~IB_ACCESS_SUPPORTED)
 		return -EINVAL;
-	/* no ODP (issue 5) and no FLUSH yet */
+	/* ODP only through reg_user_mr (remu_odp.c); no FLUSH yet */
 	if (access & (IB_ACCESS_ON_DEMAND | IB_ACCESS_FLUSH_GLOBAL |
 		      IB_ACCESS_FLUSH_PERSISTENT))
 		return -EOPNOTSUPP;
@@ -445,8 +446,8 @@ EXPORT_SYMBOL_NS_GPL(remu_dev_of, REMU_TEST);
 
 /* ---- key table ---- */
 
-static struct remu_mr *remu_mr_new(struct ib_pd *ibpd, enum remu_mr_kind kind,
-				   const struct remu_mr_backing_ops *ops)
+struct remu_mr *remu_mr_new(struct ib_pd *ibpd, enum remu_mr_kind kind,
+			    const struct remu_mr_backing_ops *ops)
 {
 	struct remu_mr *mr = kzalloc(sizeof(*mr), GFP_KERNEL);
 
@@ -463,7 +464,7 @@ static struct remu_mr *remu_mr_new(struct ib_pd *ibpd, enum remu_mr_kind kind,
 }
 
 /* An MR that never got a key: release its backing and free it. */
-static void remu_mr_discard(struct remu_mr *mr)
+void remu_mr_discard(struct remu_mr *mr)
 {
 	if (mr->ops->release)
 		mr->ops->release(mr);
@@ -474,7 +475,7 @@ static void remu_mr_discard(struct remu_mr *mr)
  * Give @mr a key and make it reachable.  Its state (VALID, or FREE for
  * fast-reg MRs) and backing are complete before xa_store publishes it.
  */
-static int remu_mr_publish(struct remu_mr *mr)
+int remu_mr_publish(struct remu_mr *mr)
 {
 	struct remu_mr_table *t = &mr->rdev->mrs;
 	u32 index;
@@ -566,9 +567,11 @@ struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	u32 i = 0;
 	int err;
 
-	err = remu_mr_check_access(access);
+	err = remu_mr_check_access(access & ~IB_ACCESS_ON_DEMAND);
 	if (err)
 		return ERR_PTR(err);
+	if (access & IB_ACCESS_ON_DEMAND)
+		return remu_odp_reg_user_mr(ibpd, start, length, iova, access);
 	if (!length || length > REMU_MAX_MR_SIZE)
 		return ERR_PTR(-EINVAL);
 
@@ -690,6 +693,7 @@ void remu_mr_dev_init(struct remu_dev *rdev)
 	a->page_size_cap = PAGE_SIZE;
 	a->max_fast_reg_page_list_len = REMU_MAX_FAST_REG_PAGES;
 	a->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
+	remu_odp_dev_init(rdev);
 }
 
 /**

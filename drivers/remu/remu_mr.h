@@ -38,8 +38,8 @@
  *
  * Backings.  An MR's memory is reached through its backing (enum
  * remu_mr_kind): kernel memory (get_dma_mr), pinned user memory (ib_umem),
- * a fast-registration page list (alloc_mr + map_mr_sg + REG_MR), and later
- * on-demand paging, device memory and dma-buf.  Each backing provides
+ * a fast-registration page list (alloc_mr + map_mr_sg + REG_MR), on-demand
+ * paging (remu_odp.c), and later device memory and dma-buf.  Each backing provides
  * struct remu_mr_backing_ops; the copy loops only ever see segments
  * (struct remu_mr_seg): a page + offset or a kernel address, and a length
  * that is contiguous there.  A backing's ->map() may answer -EAGAIN: "the
@@ -110,7 +110,8 @@ enum remu_mr_kind {
 	REMU_MR_KERNEL,		/* get_dma_mr: iova is a kernel address */
 	REMU_MR_UMEM,		/* reg_user_mr: pinned user pages */
 	REMU_MR_FAST_REG,	/* alloc_mr: page list set by map_mr_sg */
-	/* later: REMU_MR_ODP, REMU_MR_DM, REMU_MR_DMABUF */
+	REMU_MR_ODP,		/* reg_user_mr + ON_DEMAND: remu_odp.c */
+	/* later: REMU_MR_DM, REMU_MR_DMABUF */
 };
 
 /** enum remu_mr_state - whether the key currently grants access */
@@ -186,7 +187,7 @@ struct remu_mr_backing_ops {
  * @refs:	owner reference + one per access in flight
  * @done:	completed when @refs drops to zero
  * @num_mw:	memory windows bound to it (dereg then fails with -EBUSY)
- * @umem:	UMEM: the pinned pages' umem
+ * @umem:	UMEM: the pinned pages' umem; ODP: &ib_umem_odp.umem
  * @pages:	UMEM: one struct page per PAGE_SIZE of the user range
  * @page_off:	UMEM/FAST_REG: offset of @iova in the first page/block
  * @npages:	UMEM: entries in @pages; FAST_REG: entries in @fr_addrs
@@ -382,5 +383,31 @@ struct ib_mr *remu_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 int remu_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 		   unsigned int *sg_offset);
 int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+
+/* ---- for backings in other files (remu_mr.c) ---- */
+struct remu_mr *remu_mr_new(struct ib_pd *ibpd, enum remu_mr_kind kind,
+			    const struct remu_mr_backing_ops *ops);
+int remu_mr_publish(struct remu_mr *mr);
+void remu_mr_discard(struct remu_mr *mr);
+
+/* ---- on-demand paging (remu_odp.c) ---- */
+#ifdef CONFIG_INFINIBAND_ON_DEMAND_PAGING
+struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
+				   u64 iova, int access);
+void remu_odp_dev_init(struct remu_dev *rdev);
+int remu_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
+		   u32 flags, struct ib_sge *sg_list, u32 num_sge,
+		   struct uverbs_attr_bundle *attrs);
+#else
+static inline struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd,
+						 u64 start, u64 length,
+						 u64 iova, int access)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static inline void remu_odp_dev_init(struct remu_dev *rdev) {}
+#define remu_advise_mr NULL
+#endif
 
 #endif /* REMU_MR_H */

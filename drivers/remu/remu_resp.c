@@ -280,6 +280,7 @@ static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn)
 	u32 len = remu_reth_len(reth), mtu = qp->eng.mtu, n, i, off = 0;
 	struct remu_mr *mr = NULL;
 	struct remu_av av;
+	u8 syn = 0;
 	int err;
 
 	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_READ))
@@ -323,7 +324,13 @@ static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn)
 			err = remu_mr_copy_skb(mr, va + off, rskb, pkt.hdr_len,
 					       plen, REMU_FROM_MR);
 			if (err) {
+				/*
+				 * Checked above, so the translation failed
+				 * (an ODP page that is not mapped): the
+				 * requester sees a remote access error.
+				 */
 				kfree_skb(rskb);
+				syn = REMU_AETH_NAK_REM_ACC_ERR;
 				break;
 			}
 		}
@@ -334,7 +341,7 @@ static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn)
 	}
 	if (mr)
 		remu_mr_put(mr);
-	return 0;
+	return syn;
 }
 
 /* execute an atomic: 0 and *orig, or a NAK syndrome */

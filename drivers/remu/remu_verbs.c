@@ -271,6 +271,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.driver_id = RDMA_DRIVER_UNKNOWN,
 	.uverbs_abi_ver = REMU_ABI_VERSION,
 
+	.advise_mr = remu_advise_mr,
 	.alloc_hw_port_stats = remu_alloc_hw_port_stats,
 	.alloc_mr = remu_alloc_mr,
 	.alloc_pd = remu_alloc_pd,

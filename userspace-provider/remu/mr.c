@@ -2,9 +2,11 @@
 /*
  * mr.c - memory regions in libremu.
  *
- * Registration is a plain uverbs REG_MR: the kernel pins the pages and
+ * Registration is a plain uverbs REG_MR: the kernel pins the pages (or,
+ * with IBV_ACCESS_ON_DEMAND, registers an ODP MR that pins nothing) and
  * returns lkey == rkey; remu has no driver-private request or response
- * for it.  ibv_cmd_reg_mr() has had the same signature and meaning from
+ * for it.  ibv_advise_mr (ODP prefetch) is the core's ADVISE_MR method
+ * (ibv_cmd_advise_mr, exported by libibverbs since rdma-core 22).  ibv_cmd_reg_mr() has had the same signature and meaning from
  * rdma-core 44 to 56 (PABI 34), so this builds in the 56.1 tree and runs
  * on bookworm's libibverbs 44.
  */
@@ -44,4 +46,10 @@ int remu_dereg_mr(struct verbs_mr *vmr)
 		return ret;
 	free(vmr);
 	return 0;
+}
+
+int remu_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		   uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge)
+{
+	return ibv_cmd_advise_mr(pd, advice, flags, sg_list, num_sge);
 }

@@ -89,6 +89,7 @@ static void remu_free_context(struct ibv_context *ibctx)
 }
 
 static const struct verbs_context_ops remu_ctx_ops = {
+	.advise_mr = remu_advise_mr,
 	.alloc_pd = remu_alloc_pd,
 	.create_ah = remu_create_ah,
 	.create_cq = remu_create_cq,

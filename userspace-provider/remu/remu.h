@@ -112,5 +112,7 @@ static inline struct remu_context *to_rctx(struct ibv_context *ibctx)
 struct ibv_mr *remu_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 			   uint64_t hca_va, int access);
 int remu_dereg_mr(struct verbs_mr *vmr);
+int remu_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
+		   uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
 
 #endif /* REMU_H */
