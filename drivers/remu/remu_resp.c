@@ -271,8 +271,15 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 	return 0;
 }
 
-/* execute a READ request with PSN @psn: send the response packets */
-static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn)
+/*
+ * Execute a READ request with PSN @psn: send the response packets.
+ * Return 0, or the NAK syndrome with *@nak_psn the PSN to NAK: the
+ * request's, or, when memory fails midway (an ODP page gone), that of
+ * the first response not sent, so the requester, which has taken the
+ * ones before it, does not see the NAK as stale.
+ */
+static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn,
+			 u32 *nak_psn)
 {
 	const struct remu_opcode_info *info = &remu_opcode[remu_cb(skb)->opcode];
 	struct remu_reth *reth = remu_pkt_hdr_of(skb, info, REMU_HDR_RETH);
@@ -283,6 +290,7 @@ static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn)
 	u8 syn = 0;
 	int err;
 
+	*nak_psn = psn;
 	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_READ))
 		return REMU_AETH_NAK_REM_ACC_ERR;
 	if (len) {
@@ -331,6 +339,7 @@ static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn)
 				 */
 				kfree_skb(rskb);
 				syn = REMU_AETH_NAK_REM_ACC_ERR;
+				*nak_psn = (psn + i) & REMU_PSN_MASK;
 				break;
 			}
 		}
@@ -431,7 +440,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	struct remu_qp_eng *e = &qp->eng;
 	enum ib_qp_type type = remu_qp_type(qp);
 	bool rc = type == IB_QPT_RC, end;
-	u32 psn = cb->psn;
+	u32 psn = cb->psn, nak_psn;
 	u64 orig = 0;
 	s32 d;
 	u8 syn;
@@ -467,7 +476,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	if (rc && d < 0) {
 		remu_count(qp->rdev, REMU_CNT_DUP_REQ);
 		if (info->flags & REMU_OP_READ)
-			remu_resp_read(qp, skb, psn);
+			remu_resp_read(qp, skb, psn, &nak_psn);
 		else if (info->flags & REMU_OP_ATOMIC)
 			remu_resp_dup_atomic(qp, psn);
 		else
@@ -554,9 +563,9 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		u32 n = max_t(u32, 1, DIV_ROUND_UP(remu_reth_len(reth),
 						   e->mtu));
 
-		syn = remu_resp_read(qp, skb, psn);
+		syn = remu_resp_read(qp, skb, psn, &nak_psn);
 		if (syn) {
-			remu_resp_fatal(qp, psn, syn);
+			remu_resp_fatal(qp, nak_psn, syn);
 			goto drop;
 		}
 		e->msn++;
