@@ -141,6 +141,8 @@ int remu_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats,
 		      u32 port, int index);
 
 /* remu_dm.c */
+extern struct device_attribute dev_attr_dm_size, dev_attr_dm_in_use,
+	dev_attr_dm_allocs, dev_attr_dm_largest_free;
 int remu_dm_dev_init(struct remu_dev *rdev);
 void remu_dm_dev_fini(struct remu_dev *rdev);
 struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,

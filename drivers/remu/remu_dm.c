@@ -31,6 +31,11 @@
  * released: the process's mappings hold its command file open, and
  * disassociation zaps them.
  *
+ * Statistics, readable by anyone: /sys/class/infiniband/DEV/dm_size (bytes
+ * in the pool), dm_in_use (bytes allocated, whole pages), dm_allocs (live
+ * allocations, including freed ones still mapped) and dm_largest_free (the
+ * largest allocation that would succeed now).
+ *
  * Locking: genalloc is lock-free for allocation and free; the pool's
  * statistics are atomics.  An allocation's bytes are accessed by the data
  * path (through the MR access layer, like any other memory) and by the
@@ -41,6 +46,7 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/slab.h>
+#include <linux/sysfs.h>
 #include <rdma/ib_user_ioctl_cmds.h>
 #include <rdma/uverbs_ioctl.h>
 #define UVERBS_MODULE_NAME remu_ib
@@ -194,6 +200,74 @@ void remu_dm_dev_fini(struct remu_dev *rdev)
 	}
 	remu_dm_pool_free(pool);
 }
+
+/* ---- statistics: sysfs, /sys/class/infiniband/DEV/dm_* ---- */
+
+/* the longest run of free granules of one chunk, in bytes */
+static void remu_dm_chunk_largest(struct gen_pool *gp,
+				  struct gen_pool_chunk *c, void *data)
+{
+	unsigned long nbits = (c->end_addr - c->start_addr + 1) >>
+			      gp->min_alloc_order;
+	unsigned long start = 0, end;
+	u64 *largest = data;
+
+	for (;;) {
+		start = find_next_zero_bit(c->bits, nbits, start);
+		if (start >= nbits)
+			return;
+		end = find_next_bit(c->bits, nbits, start);
+		*largest = max_t(u64, *largest,
+				 (u64)(end - start) << gp->min_alloc_order);
+		start = end;
+	}
+}
+
+static struct remu_dm_pool *remu_dm_pool_of(struct device *device)
+{
+	return rdma_device_to_drv_device(device, struct remu_dev, ib_dev)->dm;
+}
+
+static ssize_t dm_size_show(struct device *device,
+			    struct device_attribute *attr, char *buf)
+{
+	struct remu_dm_pool *pool = remu_dm_pool_of(device);
+
+	return sysfs_emit(buf, "%llu\n", pool ? pool->size : 0);
+}
+DEVICE_ATTR_RO(dm_size);
+
+static ssize_t dm_in_use_show(struct device *device,
+			      struct device_attribute *attr, char *buf)
+{
+	struct remu_dm_pool *pool = remu_dm_pool_of(device);
+
+	return sysfs_emit(buf, "%lld\n",
+			  pool ? atomic64_read(&pool->in_use) : 0);
+}
+DEVICE_ATTR_RO(dm_in_use);
+
+static ssize_t dm_allocs_show(struct device *device,
+			      struct device_attribute *attr, char *buf)
+{
+	struct remu_dm_pool *pool = remu_dm_pool_of(device);
+
+	return sysfs_emit(buf, "%d\n", pool ? atomic_read(&pool->nr_alloc) : 0);
+}
+DEVICE_ATTR_RO(dm_allocs);
+
+static ssize_t dm_largest_free_show(struct device *device,
+				    struct device_attribute *attr, char *buf)
+{
+	struct remu_dm_pool *pool = remu_dm_pool_of(device);
+	u64 largest = 0;
+
+	if (pool)
+		gen_pool_for_each_chunk(pool->gp, remu_dm_chunk_largest,
+					&largest);
+	return sysfs_emit(buf, "%llu\n", largest);
+}
+DEVICE_ATTR_RO(dm_largest_free);
 
 /* ---- the mapping ---- */
 

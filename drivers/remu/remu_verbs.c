@@ -23,7 +23,8 @@
  * @rdev: the device, before registration
  *
  * Only what remu implements is reported; everything a later feature adds
- * (ODP, device memory, masked atomics...) stays zero until it works.
+ * (ODP, masked atomics...) stays zero until it works; max_dm_size is set
+ * by remu_dm_dev_init().
  */
 void remu_init_attr(struct remu_dev *rdev)
 {
@@ -259,6 +260,10 @@ static DEVICE_ATTR_RO(parent);
 static struct attribute *remu_dev_attrs[] = {
 	&dev_attr_hca_type.attr,
 	&dev_attr_parent.attr,
+	&dev_attr_dm_size.attr,		/* device memory pool (remu_dm.c) */
+	&dev_attr_dm_in_use.attr,
+	&dev_attr_dm_allocs.attr,
+	&dev_attr_dm_largest_free.attr,
 	NULL
 };
 
