@@ -4,7 +4,9 @@
 # remu_pingpong_test.sh - rdma-core's example programs over remu, unchanged:
 # ibv_{rc,uc,ud,srq}_pingpong with -c between remu0 (initial namespace) and
 # remu1 (namespace peer), in both directions, and on remu0 alone
-# (loopback).  A run passes when both sides exit 0 and neither prints an
+# (loopback); and ibv_rc_pingpong -j, whose buffer is device memory
+# (ibv_alloc_dm + ibv_reg_dm_mr, filled and checked with
+# ibv_memcpy_to/from_dm).  A run passes when both sides exit 0 and neither prints an
 # "invalid data" line (-c only prints on a mismatch).  Every program runs
 # under timeout so nothing can hang.  Runs in the test VM after
 # scripts/remu-up.
@@ -14,24 +16,25 @@ repo=$(cd "$here/.." && pwd)
 . "$here/ktap.sh"
 
 progs=(rc uc ud srq)
-ktap_header $((${#progs[@]} * 3))
+ktap_header $((${#progs[@]} * 3 + 3))
 "$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
 
 port=18515
-# pp NAME PROG SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV SERVER_ADDR
+# pp NAME PROG SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV SERVER_ADDR [FLAG...]
 pp() {
 	local name=$1 prog=$2 sns=$3 sdev=$4 cns=$5 cdev=$6 addr=$7
+	shift 7
 	local sex=() cex=() sout cout spid rs rc
 	[ -n "$sns" ] && sex=(ip netns exec "$sns")
 	[ -n "$cns" ] && cex=(ip netns exec "$cns")
 	sout=$(mktemp) cout=$(mktemp)
 	port=$((port + 1))
 	"${sex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$sdev" -g 1 -c \
-		-p "$port" -n 200 >"$sout" 2>&1 &
+		-p "$port" -n 200 "$@" >"$sout" 2>&1 &
 	spid=$!
 	sleep 0.5
 	"${cex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$cdev" -g 1 -c \
-		-p "$port" -n 200 "$addr" >"$cout" 2>&1
+		-p "$port" -n 200 "$@" "$addr" >"$cout" 2>&1
 	rc=$?
 	wait "$spid"
 	rs=$?
@@ -51,4 +54,7 @@ for p in "${progs[@]}"; do
 	pp "${p}_pingpong remu1 -> remu0" "$p" "" remu0 peer remu1 10.77.0.1
 	pp "${p}_pingpong loopback remu0" "$p" "" remu0 "" remu0 10.77.0.1
 done
+pp "rc_pingpong -j (device memory) remu0 -> remu1" rc peer remu1 "" remu0 10.77.0.2 -j
+pp "rc_pingpong -j (device memory) remu1 -> remu0" rc "" remu0 peer remu1 10.77.0.1 -j
+pp "rc_pingpong -j (device memory) loopback remu0" rc "" remu0 "" remu0 10.77.0.1 -j
 ktap_finished
