@@ -7,13 +7,16 @@
  * several zero-based MRs on one allocation; RDMA WRITE, READ, CMP_SWP and
  * FETCH_ADD from remu1 into DM MRs on remu0, and remu0 sending from a DM
  * MR as a local SGE, all checked byte for byte through memcpy_from_dm;
- * EBUSY when freeing a DM with MRs; a freed DM's pages kept out of the pool
+ * a distributed counter (two peers' concurrent FETCH_ADDs on one DM word,
+ * exact total); two-process isolation (no mapping of another process's
+ * allocation, fresh allocations zeroed); EBUSY when freeing a DM with MRs; a freed DM's pages kept out of the pool
  * while a second mapping of them lives; the pool filled with page-sized
  * allocations until ENOMEM, fragmented, then fully recovered; the pool's
  * statistics in sysfs (dm_size, dm_in_use, dm_allocs, dm_largest_free);
  * and the object counters (debugfs remu/objects) back to their baseline.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 #include <sys/mman.h>
@@ -699,6 +702,166 @@ TEST_F(rdm, local_sge_from_dm)
 	EXPECT_EQ(0, self->host[0]);
 	EXPECT_EQ(0, self->host[101 + MR2_LEN - 3]);
 	free(in);
+}
+
+struct adder {
+	struct side *s;
+	uint32_t rkey;
+	uint64_t *olds;		/* ADDS old values, the results */
+	uint64_t *res;		/* registered 8-byte result buffer */
+	struct ibv_mr *mr;
+	int err;
+};
+
+#define ADDS	500
+
+static void *adder_run(void *arg)
+{
+	struct adder *ad = arg;
+	struct ibv_sge sge = { (uintptr_t)ad->res, 8, ad->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD };
+	int i;
+
+	wr.wr.atomic.remote_addr = 16;
+	wr.wr.atomic.rkey = ad->rkey;
+	wr.wr.atomic.compare_add = 1;
+	for (i = 0; i < ADDS; i++) {
+		if (run_wr(ad->s, &wr) != IBV_WC_SUCCESS) {
+			ad->err = i + 1;
+			break;
+		}
+		ad->olds[i] = *ad->res;
+	}
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * A distributed counter: two peers (two contexts on remu1, each with its
+ * own RC QP to its own QP on remu0) FETCH_ADD 1 to one DM word at once;
+ * the total is exact and every old value comes back exactly once.
+ */
+TEST_F(rdm, distributed_counter)
+{
+	struct side a2 = { .ctx = self->a.ctx, .pd = self->a.pd,
+			   .gid = self->a.gid, .mtu = self->a.mtu };
+	struct ibv_qp_init_attr ia = {};
+	struct side c = {};
+	struct adder ad[2] = {};
+	uint64_t *olds = calloc(2 * ADDS, sizeof(*olds)), v;
+	pthread_t th[2];
+	int i;
+
+	ASSERT_NE(NULL, olds);
+	/* a second QP on remu0, in the DM MRs' PD */
+	a2.cq = ibv_create_cq(a2.ctx, 16, NULL, NULL, 0);
+	ASSERT_NE(NULL, a2.cq);
+	ia.send_cq = a2.cq;
+	ia.recv_cq = a2.cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 16;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	a2.qp = ibv_create_qp(a2.pd, &ia);
+	ASSERT_NE(NULL, a2.qp);
+	ASSERT_EQ(0, side_open(&c, "remu1"));
+	ASSERT_EQ(0, side_connect(&a2, &c));
+	ASSERT_EQ(0, side_connect(&c, &a2));
+
+	ad[0].s = &self->b;
+	ad[0].mr = self->hmr;
+	ad[0].res = (uint64_t *)(self->host + 256);
+	ad[1].s = &c;
+	ad[1].res = (uint64_t *)(self->host + 512);
+	ad[1].mr = ibv_reg_mr(c.pd, self->host, HOST_LEN,
+			      IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, ad[1].mr);
+	for (i = 0; i < 2; i++) {
+		ad[i].rkey = self->mr2->rkey;
+		ad[i].olds = olds + i * ADDS;
+	}
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, adder_run, &ad[i]));
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	EXPECT_EQ(0, ad[0].err);
+	EXPECT_EQ(0, ad[1].err);
+	ASSERT_EQ(0, ibv_memcpy_from_dm(&v, self->dm, MR2_OFF + 16, 8));
+	EXPECT_EQ(2 * ADDS, v);
+	qsort(olds, 2 * ADDS, sizeof(*olds), cmp_u64);
+	for (i = 0; i < 2 * ADDS; i++)
+		ASSERT_EQ(i, olds[i]);
+
+	ibv_dereg_mr(ad[1].mr);
+	side_close(&c);
+	ibv_destroy_qp(a2.qp);
+	ibv_destroy_cq(a2.cq);
+	free(olds);
+}
+
+/*
+ * Two processes: another process cannot map this one's allocation (the
+ * mmap offset means nothing on its own command fd), and its allocations
+ * never show this one's bytes.
+ */
+TEST_F(dm, two_process_isolation)
+{
+	uint8_t secret[PAGE], got[PAGE];
+	struct ibv_dm *dm;
+	long long off;
+	int st;
+	pid_t pid;
+
+	memset(secret, 0xa5, sizeof(secret));
+	dm = dm_alloc(self->ctx, PAGE, 0);
+	ASSERT_NE(NULL, dm);
+	off = dm_map_offset(PAGE);
+	ASSERT_LE(0, off);
+	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, secret, sizeof(secret)));
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct ibv_context *ctx = remu_open("remu0");
+		uint8_t zero[PAGE] = {};
+		struct ibv_dm *mine;
+		int i, bad = 0;
+
+		if (!ctx)
+			_exit(10);
+		/* the parent's offset on the child's own file */
+		if (mmap(NULL, PAGE, PROT_READ, MAP_SHARED, ctx->cmd_fd,
+			 off) != MAP_FAILED)
+			_exit(11);
+		/* fresh allocations, all zero, whatever pages they get */
+		for (i = 0; i < 8; i++) {
+			mine = dm_alloc(ctx, PAGE, 0);
+			if (!mine)
+				_exit(12);
+			if (ibv_memcpy_from_dm(got, mine, 0, PAGE) ||
+			    memcmp(got, zero, PAGE))
+				bad = 1;
+			ibv_free_dm(mine);
+		}
+		ibv_close_device(ctx);
+		_exit(bad ? 13 : 0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	/* untouched by the other process */
+	memset(got, 0, sizeof(got));
+	ASSERT_EQ(0, ibv_memcpy_from_dm(got, dm, 0, PAGE));
+	EXPECT_EQ(0, memcmp(got, secret, PAGE));
+	ASSERT_EQ(0, ibv_free_dm(dm));
 }
 
 TEST_HARNESS_MAIN
