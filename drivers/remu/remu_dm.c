@@ -138,6 +138,9 @@ int remu_dm_dev_init(struct remu_dev *rdev)
 	int err;
 
 	rdev->ib_dev.driver_def = remu_uapi_defs;
+	if (remu_dm_pool_size_kb > REMU_DM_POOL_MAX_KB)
+		pr_warn_once("dm_pool_kb=%u is above the maximum, %u KiB used\n",
+			     remu_dm_pool_size_kb, REMU_DM_POOL_MAX_KB);
 	left = PAGE_ALIGN(left);
 	if (!left)
 		return 0;
