@@ -14,6 +14,8 @@
  * every object can still be destroyed and the device closed, remu's
  * object counts return to where they were, and the module references the
  * process held (one per context and one per ring mapping) are returned.
+ * The same with device memory: a DM allocation, mapped by libremu, with an
+ * MR on it that the peer has just written into.
  */
 #include <errno.h>
 #include <poll.h>
@@ -29,7 +31,7 @@
 #define BUF	65536
 
 static const char *const obj_types[] = {
-	"ucontext", "pd", "mr", "cq", "qp", "ring"
+	"ucontext", "pd", "mr", "cq", "qp", "ring", "dm"
 };
 #define NR_TYPES (sizeof(obj_types) / sizeof(obj_types[0]))
 
@@ -251,6 +253,12 @@ FIXTURE_SETUP(gone)
 	unsigned int i;
 
 	remu_sh("rdma link delete " DEV " 2>/dev/null; ip link del rdx0 2>/dev/null");
+	/*
+	 * Before the device exists: its own kernel objects (ib_mad's GSI QP,
+	 * CQ, PD and MR) go away with it too.
+	 */
+	for (i = 0; i < NR_TYPES; i++)
+		self->base[i] = remu_obj_count(obj_types[i]);
 	ASSERT_EQ(0, remu_sh("ip link add rdx0 type veth peer name rdx1 && "
 			     "ip addr add 10.79.0.1/24 dev rdx0 && "
 			     "ip link set rdx1 up && ip link set rdx0 up"));
@@ -419,6 +427,57 @@ TEST_F(gone, blocked_and_busy_threads_return)
 	end_close(&self->a, _metadata);
 	end_close(&self->b, _metadata);
 	TH_LOG("closed");
+	EXPECT_EQ(self->refcnt, module_refcnt());
+	expect_counts_back(_metadata, self);
+}
+
+/* device memory in use (mapped, with an MR) when the device goes */
+TEST_F(gone, device_memory_released)
+{
+	struct ibv_alloc_dm_attr da = { .length = 3 * 4096 };
+	uint8_t in[4000], out[4000];
+	struct ibv_sge sge = { 0, sizeof(in), 0 };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+	struct ibv_dm *dm;
+	struct ibv_mr *dmr;
+	uint32_t i;
+
+	prove_traffic(_metadata, self);
+	dm = ibv_alloc_dm(self->a.ctx, &da);
+	ASSERT_NE(NULL, dm);
+	dmr = ibv_reg_dm_mr(self->a.pd, dm, 4096, 2 * 4096,
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			    IBV_ACCESS_ZERO_BASED);
+	ASSERT_NE(NULL, dmr);
+	/* b writes into a's device memory */
+	for (i = 0; i < sizeof(in); i++)
+		in[i] = self->b.buf[i] = (uint8_t)(i * 13 + 1);
+	sge.addr = (uintptr_t)self->b.buf;
+	sge.lkey = self->b.mr->lkey;
+	wr.wr.rdma.remote_addr = 100;
+	wr.wr.rdma.rkey = dmr->rkey;
+	ASSERT_EQ(0, ibv_post_send(self->b.qp, &wr, &bad));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(&self->b, &wc));
+	ASSERT_EQ(0, ibv_memcpy_from_dm(out, dm, 4096 + 100, sizeof(out)));
+	ASSERT_EQ(0, memcmp(in, out, sizeof(in)));
+	ASSERT_LT(self->refcnt, module_refcnt());
+
+	ASSERT_EQ(0, delete_link(30));
+	EXPECT_EQ(0, wait_fatal(self->a.ctx));
+	/* the mapping is zapped: reads show zeros, nothing faults */
+	memset(out, 0xff, sizeof(out));
+	EXPECT_EQ(0, ibv_memcpy_from_dm(out, dm, 4096 + 100, sizeof(out)));
+	EXPECT_EQ(0, out[0]);
+	EXPECT_EQ(0, out[sizeof(out) - 1]);
+	/* the allocation went back to the pool with the device's objects */
+	expect_counts_back(_metadata, self);
+	EXPECT_EQ(0, ibv_dereg_mr(dmr));
+	EXPECT_EQ(0, ibv_free_dm(dm));
+	end_close(&self->a, _metadata);
+	end_close(&self->b, _metadata);
 	EXPECT_EQ(self->refcnt, module_refcnt());
 	expect_counts_back(_metadata, self);
 }

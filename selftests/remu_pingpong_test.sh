@@ -4,11 +4,13 @@
 # remu_pingpong_test.sh - rdma-core's example programs over remu, unchanged:
 # ibv_{rc,uc,ud,srq}_pingpong with -c between remu0 (initial namespace) and
 # remu1 (namespace peer), in both directions, and on remu0 alone
-# (loopback).  A run passes when both sides exit 0 and neither prints an
-# "invalid data" line (-c only prints on a mismatch).  ibv_rc_pingpong also
-# runs with -o (explicit ODP MR), -O (implicit ODP MR) and -o -P (ODP with
-# ibv_advise_mr prefetch), the same three ways; a "Couldn't prefetch" line
-# fails the run.  Every program runs
+# (loopback).  ibv_rc_pingpong also runs with -o (explicit ODP MR), -O
+# (implicit ODP MR) and -o -P (ODP with ibv_advise_mr prefetch), and with
+# -j, whose buffer is device memory (ibv_alloc_dm + ibv_reg_dm_mr, filled
+# and checked with ibv_memcpy_to/from_dm), the same three ways; a
+# "Couldn't prefetch" line fails the run.  A run passes when both sides
+# exit 0 and neither prints an "invalid data" line (-c only prints on a
+# mismatch).  Every program runs
 # under timeout so nothing can hang.  Runs in the test VM after
 # scripts/remu-up.
 set -u
@@ -19,7 +21,7 @@ repo=$(cd "$here/.." && pwd)
 
 progs=(rc uc ud srq)
 odp_opts=(-o -O "-o -P")
-ktap_header $(((${#progs[@]} + ${#odp_opts[@]}) * 3))
+ktap_header $(((${#progs[@]} + ${#odp_opts[@]}) * 3 + 3))
 "$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
 
 port=18515
@@ -63,4 +65,7 @@ for o in "${odp_opts[@]}"; do
 	pp "rc_pingpong $o remu1 -> remu0" rc "" remu0 peer remu1 10.77.0.1 $o
 	pp "rc_pingpong $o loopback remu0" rc "" remu0 "" remu0 10.77.0.1 $o
 done
+pp "rc_pingpong -j (device memory) remu0 -> remu1" rc peer remu1 "" remu0 10.77.0.2 -j
+pp "rc_pingpong -j (device memory) remu1 -> remu0" rc "" remu0 peer remu1 10.77.0.1 -j
+pp "rc_pingpong -j (device memory) loopback remu0" rc "" remu0 "" remu0 10.77.0.1 -j
 ktap_finished

@@ -40,6 +40,7 @@
  * @ns:		the wire layer's state for the netdev's namespace (remu_net.c)
  * @ns_node:	entry in that state's device list (RCU, read on receive)
  * @counters:	the port's hw counters (remu_counters.c), see remu_count()
+ * @dm:		the device memory pool (remu_dm.c), NULL if none
  */
 struct remu_dev {
 	struct ib_device ib_dev;
@@ -52,6 +53,7 @@ struct remu_dev {
 	struct remu_ns *ns;
 	struct list_head ns_node;
 	atomic64_t counters[REMU_CNT_COUNT];
+	struct remu_dm_pool *dm;
 };
 
 static inline void remu_count(struct remu_dev *rdev, enum remu_counter c)
@@ -120,6 +122,7 @@ enum remu_obj_type {
 	REMU_OBJ_SRQ,
 	REMU_OBJ_AH,
 	REMU_OBJ_RING,
+	REMU_OBJ_DM,
 	REMU_OBJ_TYPE_COUNT
 };
 
@@ -142,6 +145,18 @@ struct rdma_hw_stats *remu_alloc_hw_port_stats(struct ib_device *ibdev,
 					       u32 port);
 int remu_get_hw_stats(struct ib_device *ibdev, struct rdma_hw_stats *stats,
 		      u32 port, int index);
+
+/* remu_dm.c */
+extern struct device_attribute dev_attr_dm_size, dev_attr_dm_in_use,
+	dev_attr_dm_allocs, dev_attr_dm_largest_free;
+int remu_dm_dev_init(struct remu_dev *rdev);
+void remu_dm_dev_fini(struct remu_dev *rdev);
+struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
+			    struct ib_dm_alloc_attr *attr,
+			    struct uverbs_attr_bundle *attrs);
+int remu_dealloc_dm(struct ib_dm *ibdm, struct uverbs_attr_bundle *attrs);
+void remu_dm_mr_init(struct remu_mr *mr, struct ib_dm *ibdm, u64 offset,
+		     u64 length);
 
 /* remu_main.c */
 void remu_dealloc_driver(struct ib_device *ibdev);

@@ -105,6 +105,9 @@ static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
 	remu_mr_dev_init(rdev);
 	ib_set_device_ops(&rdev->ib_dev, &remu_dev_ops);
 	/* from here on, ib_dealloc_device() undoes all through dealloc_driver */
+	err = remu_dm_dev_init(rdev);	/* the device memory pool */
+	if (err)
+		goto err_dealloc;
 	err = remu_net_dev_add(rdev);	/* UDP 4791 in the netdev's netns */
 	if (err)
 		goto err_dealloc;
@@ -147,6 +150,7 @@ void remu_dealloc_driver(struct ib_device *ibdev)
 	remu_net_dev_del(rdev);
 	netdev_put(rdev->ndev, &rdev->ndev_tracker);
 	remu_mr_dev_fini(rdev);
+	remu_dm_dev_fini(rdev);
 	remu_obj_put(REMU_OBJ_DEV);
 }
 

@@ -10,8 +10,9 @@
  * numbers and the lifetime rules are documented in remu_mr.h.
  *
  * Backings: REMU_MR_KERNEL (kernel linear map), REMU_MR_UMEM (pinned user
- * pages from ib_umem_get) and REMU_MR_FAST_REG (map_mr_sg page list) here;
- * REMU_MR_ODP (on-demand paging) in remu_odp.c, which answers -EAGAIN.  Each
+ * pages from ib_umem_get), REMU_MR_FAST_REG (map_mr_sg page list) and
+ * REMU_MR_DM (device memory; its ops are in remu_dm.c) here; REMU_MR_ODP
+ * (on-demand paging) in remu_odp.c, which answers -EAGAIN.  Each
  * translates "byte offset in the MR" to a segment through its
  * remu_mr_backing_ops.  ->map() may return -EAGAIN ("translation missing,
  * fault it in and retry"); remu_mr_map_seg() handles that for every caller
@@ -667,6 +668,35 @@ int remu_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 	mr->fr_shift = ilog2(ibmr->page_size);
 	mr->page_off = ibmr->iova & (ibmr->page_size - 1);
 	return n;
+}
+
+/*
+ * reg_dm_mr: @attr->offset/length are checked against the DM by the core,
+ * which also insists on IB_ZERO_BASED: the MR's iova 0 is the DM's byte
+ * @attr->offset.
+ */
+struct ib_mr *remu_reg_dm_mr(struct ib_pd *ibpd, struct ib_dm *ibdm,
+			     struct ib_dm_mr_attr *attr,
+			     struct uverbs_attr_bundle *attrs)
+{
+	struct remu_mr *mr;
+	int err;
+
+	err = remu_mr_check_access(attr->access_flags);
+	if (err)
+		return ERR_PTR(err);
+	mr = remu_mr_new(ibpd, REMU_MR_DM, NULL);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
+	remu_dm_mr_init(mr, ibdm, attr->offset, attr->length);
+	mr->access = attr->access_flags;
+	mr->state = REMU_MR_VALID;
+	err = remu_mr_publish(mr);
+	if (err) {
+		remu_mr_discard(mr);
+		return ERR_PTR(err);
+	}
+	return &mr->ib_mr;
 }
 
 /* ---- device ---- */

@@ -84,6 +84,7 @@
 
 struct remu_dev;
 struct remu_pd;
+struct remu_dm;
 struct ib_umem;
 
 #define REMU_KEY_TAG_BITS	8
@@ -111,7 +112,8 @@ enum remu_mr_kind {
 	REMU_MR_UMEM,		/* reg_user_mr: pinned user pages */
 	REMU_MR_FAST_REG,	/* alloc_mr: page list set by map_mr_sg */
 	REMU_MR_ODP,		/* reg_user_mr + ON_DEMAND: remu_odp.c */
-	/* later: REMU_MR_DM, REMU_MR_DMABUF */
+	REMU_MR_DM,		/* reg_dm_mr: device memory (remu_dm.c) */
+	/* later: REMU_MR_DMABUF */
 };
 
 /** enum remu_mr_state - whether the key currently grants access */
@@ -194,6 +196,8 @@ struct remu_mr_backing_ops {
  * @fr_addrs:	FAST_REG: kernel addresses of page_size blocks (map_mr_sg)
  * @fr_max:	FAST_REG: capacity of @fr_addrs (max_num_sg)
  * @fr_shift:	FAST_REG: log2 of the block size
+ * @dm:		DM: the allocation (referenced; @page_off is the MR's offset
+ *		in it)
  * @rcu:	for kfree_rcu (lookups are lockless)
  */
 struct remu_mr {
@@ -219,6 +223,8 @@ struct remu_mr {
 	u64 *fr_addrs;
 	u32 fr_max;
 	unsigned int fr_shift;
+
+	struct remu_dm *dm;
 
 	struct rcu_head rcu;
 };
@@ -383,6 +389,9 @@ struct ib_mr *remu_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 int remu_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 		   unsigned int *sg_offset);
 int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct ib_mr *remu_reg_dm_mr(struct ib_pd *ibpd, struct ib_dm *ibdm,
+			     struct ib_dm_mr_attr *attr,
+			     struct uverbs_attr_bundle *attrs);
 
 /* ---- for backings in other files (remu_mr.c) ---- */
 struct remu_mr *remu_mr_new(struct ib_pd *ibpd, enum remu_mr_kind kind,

@@ -30,6 +30,7 @@ static const char * const remu_obj_name[REMU_OBJ_TYPE_COUNT] = {
 	[REMU_OBJ_SRQ] = "srq",
 	[REMU_OBJ_AH] = "ah",
 	[REMU_OBJ_RING] = "ring",
+	[REMU_OBJ_DM] = "dm",
 };
 
 void remu_obj_get(enum remu_obj_type type)

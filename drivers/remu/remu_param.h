@@ -40,6 +40,14 @@
  */
 #define REMU_ROCE_OVERHEAD	(40 + 8 + 12 + 28 + 4)
 
+/*
+ * Device memory (remu_dm.c): the pool reserved per device, in KiB (module
+ * parameter dm_pool_kb).  64 MiB is 16 chunks of 4 MiB; the largest single
+ * allocation is one chunk.
+ */
+#define REMU_DM_POOL_DEFAULT_KB	1024
+#define REMU_DM_POOL_MAX_KB	65536
+
 /* queues (remu_cq.c, remu_qp.c, remu_srq.c, remu_ah.c) */
 #define REMU_MAX_QP		16384
 #define REMU_MAX_QPN		0xffffff	/* QPNs are 24 bits; 0 and 1 are special */

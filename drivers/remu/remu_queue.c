@@ -183,6 +183,10 @@ void remu_mmap_free(struct rdma_user_mmap_entry *entry)
 	struct remu_mmap_entry *me = container_of(entry, struct remu_mmap_entry,
 						  rdma);
 
+	if (me->ops) {
+		me->ops->free(me);
+		return;
+	}
 	remu_ring_buf_free(me->buf);
 	kmem_cache_free(remu_mmap_cache, me);
 }

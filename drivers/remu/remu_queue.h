@@ -19,10 +19,27 @@ enum remu_ring_user {
 	REMU_RING_USER_CONSUMES,	/* CQ of a user CQ */
 };
 
-/* An mmap entry: owns the ring buffer once the ring is mapped. */
+struct remu_mmap_entry;
+
+/**
+ * struct remu_mmap_ops - an mmap entry whose buffer is not a vmalloc()ed ring
+ * @pfn:	page frame number of byte @off of the buffer (page aligned)
+ * @free:	the last reference to the entry is gone: free it and its buffer
+ */
+struct remu_mmap_ops {
+	unsigned long (*pfn)(struct remu_mmap_entry *me, unsigned long off);
+	void (*free)(struct remu_mmap_entry *me);
+};
+
+/*
+ * An mmap entry: owns the ring buffer once the ring is mapped.  With @ops
+ * NULL, @buf is a vmalloc()ed ring; otherwise @ops says how to reach and
+ * free the buffer (device memory, remu_dm.c).
+ */
 struct remu_mmap_entry {
 	struct rdma_user_mmap_entry rdma;
 	void *buf;
+	const struct remu_mmap_ops *ops;
 };
 
 /**

@@ -20,7 +20,10 @@
  *
  * The core's own tracking (rdma_user_mmap_io()) only maps physically
  * contiguous ranges; rings are vmalloc()ed, so remu tracks its mappings
- * itself with its own vm_operations.  Those are module code: every mapping
+ * itself with its own vm_operations.  Device memory allocations
+ * (remu_dm.c) use the same path: their entry's ops give the pfn of each
+ * page, and the entry reference a mapping holds keeps the allocation out
+ * of the pool until the mapping is gone.  Those are module code: every mapping
  * holds a module reference, dropped when it is unmapped.  Rings are
  * mapped whole and stay put: splitting and moving a mapping are refused,
  * and a forked child does not inherit it (VM_DONTCOPY); .open still
@@ -255,6 +258,7 @@ int remu_umap_map(struct remu_umap *um, struct vm_area_struct *vma,
 	}
 	for (off = 0; off < len; off += PAGE_SIZE) {
 		err = remap_pfn_range(vma, vma->vm_start + off,
+				      me->ops ? me->ops->pfn(me, off) :
 				      vmalloc_to_pfn(me->buf + off), PAGE_SIZE,
 				      vma->vm_page_prot);
 		if (err)

@@ -23,7 +23,8 @@
  * @rdev: the device, before registration
  *
  * Only what remu implements is reported; everything a later feature adds
- * (ODP, device memory, masked atomics...) stays zero until it works.
+ * (ODP, masked atomics...) stays zero until it works; max_dm_size is set
+ * by remu_dm_dev_init().
  */
 void remu_init_attr(struct remu_dev *rdev)
 {
@@ -259,6 +260,10 @@ static DEVICE_ATTR_RO(parent);
 static struct attribute *remu_dev_attrs[] = {
 	&dev_attr_hca_type.attr,
 	&dev_attr_parent.attr,
+	&dev_attr_dm_size.attr,		/* device memory pool (remu_dm.c) */
+	&dev_attr_dm_in_use.attr,
+	&dev_attr_dm_allocs.attr,
+	&dev_attr_dm_largest_free.attr,
 	NULL
 };
 
@@ -272,6 +277,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.uverbs_abi_ver = REMU_ABI_VERSION,
 
 	.advise_mr = remu_advise_mr,
+	.alloc_dm = remu_alloc_dm,
 	.alloc_hw_port_stats = remu_alloc_hw_port_stats,
 	.alloc_mr = remu_alloc_mr,
 	.alloc_pd = remu_alloc_pd,
@@ -281,6 +287,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.create_qp = remu_create_qp,
 	.create_srq = remu_create_srq,
 	.create_user_ah = remu_create_ah,
+	.dealloc_dm = remu_dealloc_dm,
 	.dealloc_driver = remu_dealloc_driver,
 	.dealloc_pd = remu_dealloc_pd,
 	.dealloc_ucontext = remu_dealloc_ucontext,
@@ -311,6 +318,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.query_port = remu_query_port,
 	.query_qp = remu_query_qp,
 	.query_srq = remu_query_srq,
+	.reg_dm_mr = remu_reg_dm_mr,
 	.reg_user_mr = remu_reg_user_mr,
 	.req_notify_cq = remu_req_notify_cq,
 	.resize_cq = remu_resize_cq,

@@ -13,6 +13,7 @@
 #define REMU_ABI_USER_H
 
 #include <linux/types.h>
+#include <rdma/ib_user_ioctl_cmds.h>
 
 /* Bumped on any incompatible change; the provider accepts exactly this. */
 #define REMU_ABI_VERSION 1
@@ -203,6 +204,22 @@ struct remu_create_srq_resp {
 struct remu_create_ah_resp {
 	__u32 ah_num;
 	__u32 reserved;
+};
+
+/*
+ * Device memory (ibv_alloc_dm).  The DM_ALLOC method carries one
+ * driver-namespace attribute out: where to mmap() the allocation.  The
+ * kernel rounds the length up to the page size, so each allocation has
+ * pages of its own; the provider maps mmap_size bytes at mmap_offset on
+ * the command fd and copies through that mapping (ibv_memcpy_to/from_dm).
+ */
+enum remu_dm_alloc_attrs {
+	REMU_ATTR_ALLOC_DM_RESP = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+struct remu_alloc_dm_resp {
+	__aligned_u64 mmap_offset;
+	__aligned_u64 mmap_size;	/* bytes, a multiple of the page size */
 };
 
 #endif /* REMU_ABI_USER_H */

@@ -4,7 +4,7 @@
  *
  * This file: recognising a remu device, opening a user context, querying
  * the device and its port, and protection domains.  Memory regions are in
- * mr.c; CQs, QPs, SRQs and AHs, with the ring fast path, in queues.c.
+ * mr.c, device memory in dm.c; CQs, QPs, SRQs and AHs, with the ring fast path, in queues.c.
  * Every verb not in remu_ctx_ops is left to libibverbs, which answers
  * EOPNOTSUPP.
  */
@@ -90,6 +90,7 @@ static void remu_free_context(struct ibv_context *ibctx)
 
 static const struct verbs_context_ops remu_ctx_ops = {
 	.advise_mr = remu_advise_mr,
+	.alloc_dm = remu_alloc_dm,
 	.alloc_pd = remu_alloc_pd,
 	.create_ah = remu_create_ah,
 	.create_cq = remu_create_cq,
@@ -102,6 +103,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.destroy_qp = remu_destroy_qp,
 	.destroy_srq = remu_destroy_srq,
 	.free_context = remu_free_context,
+	.free_dm = remu_free_dm,
 	.modify_qp = remu_modify_qp,
 	.modify_srq = remu_modify_srq,
 	.poll_cq = remu_poll_cq,
@@ -112,6 +114,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.query_port = remu_query_port,
 	.query_qp = remu_query_qp,
 	.query_srq = remu_query_srq,
+	.reg_dm_mr = remu_reg_dm_mr,
 	.reg_mr = remu_reg_mr,
 	.req_notify_cq = remu_req_notify_cq,
 	.resize_cq = remu_resize_cq,

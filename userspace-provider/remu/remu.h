@@ -47,6 +47,14 @@ struct remu_srq {
 	uint32_t max_sge;
 };
 
+/* A device memory allocation, mapped at @va (dm.c). */
+struct remu_dm {
+	struct verbs_dm vdm;
+	void *va;
+	size_t map_size;		/* bytes mapped: a multiple of pages */
+	uint64_t length;		/* bytes the user asked for */
+};
+
 struct remu_ah {
 	struct ibv_ah ibah;
 	uint32_t ah_num;		/* what UD send WQEs carry */
@@ -107,6 +115,14 @@ static inline struct remu_context *to_rctx(struct ibv_context *ibctx)
 {
 	return container_of(ibctx, struct remu_context, vctx.context);
 }
+
+/* dm.c */
+struct ibv_dm *remu_alloc_dm(struct ibv_context *ctx,
+			     struct ibv_alloc_dm_attr *attr);
+int remu_free_dm(struct ibv_dm *ibdm);
+struct ibv_mr *remu_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
+			      uint64_t dm_offset, size_t length,
+			      unsigned int access);
 
 /* mr.c */
 struct ibv_mr *remu_reg_mr(struct ibv_pd *pd, void *addr, size_t length,

@@ -1,0 +1,867 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_dm_test - device memory (ibv_alloc_dm) end to end: max_dm_size is
+ * the pool (1 MiB by default); allocations are zeroed and freed; the
+ * memcpy_to/from_dm round trips at every offset/length edge (unaligned,
+ * zero length, the last byte) and out-of-range copies are refused;
+ * several zero-based MRs on one allocation; RDMA WRITE, READ, CMP_SWP and
+ * FETCH_ADD from remu1 into DM MRs on remu0, and remu0 sending from a DM
+ * MR as a local SGE, all checked byte for byte through memcpy_from_dm;
+ * a distributed counter (two peers' concurrent FETCH_ADDs on one DM word,
+ * exact total); two-process isolation (no mapping of another process's
+ * allocation, fresh allocations zeroed); EBUSY when freeing a DM with MRs; a freed DM's pages kept out of the pool
+ * while a second mapping of them lives; the pool filled with page-sized
+ * allocations until ENOMEM, fragmented, then fully recovered; the pool's
+ * statistics in sysfs (dm_size, dm_in_use, dm_allocs, dm_largest_free);
+ * and the object counters (debugfs remu/objects) back to their baseline.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+#include <sys/mman.h>
+
+#include "kselftest_harness.h"
+#include "remu_test.h"
+
+#define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */
+#define POOL_SIZE	(1 << 20)	/* the module's default dm_pool_kb */
+#define PAGE		4096
+#define DM_RIGHTS	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC | \
+			 IBV_ACCESS_ZERO_BASED)
+
+static struct ibv_dm *dm_alloc(struct ibv_context *ctx, size_t len,
+			       uint32_t log_align)
+{
+	struct ibv_alloc_dm_attr a = { .length = len,
+				       .log_align_req = log_align };
+
+	return ibv_alloc_dm(ctx, &a);
+}
+
+static void pattern(uint8_t *p, size_t len, uint32_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed + i * 7 + (i >> 8));
+}
+
+FIXTURE(dm) {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	int dm0, mr0;
+};
+
+FIXTURE_SETUP(dm)
+{
+	self->dm0 = remu_obj_count("dm");
+	self->mr0 = remu_obj_count("mr");
+	ASSERT_LE(0, self->dm0);
+	self->ctx = remu_open("remu0");
+	ASSERT_NE(NULL, self->ctx);
+	ASSERT_TRUE(remu_provider_loaded());
+	self->pd = ibv_alloc_pd(self->ctx);
+	ASSERT_NE(NULL, self->pd);
+}
+
+FIXTURE_TEARDOWN(dm)
+{
+	if (self->pd)
+		ibv_dealloc_pd(self->pd);
+	if (self->ctx)
+		ibv_close_device(self->ctx);
+	/* everything the test took is back in the pool */
+	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
+	EXPECT_EQ(self->mr0, remu_obj_count("mr"));
+}
+
+TEST_F(dm, max_dm_size)
+{
+	struct ibv_device_attr_ex attr = {};
+
+	ASSERT_EQ(0, ibv_query_device_ex(self->ctx, NULL, &attr));
+	EXPECT_EQ(POOL_SIZE, attr.max_dm_size);
+}
+
+TEST_F(dm, alloc_zeroed_and_free)
+{
+	static uint8_t buf[3 * PAGE], zero[3 * PAGE];
+	struct ibv_dm *dm;
+
+	dm = dm_alloc(self->ctx, sizeof(buf), 0);
+	ASSERT_NE(NULL, dm);
+	EXPECT_EQ(self->dm0 + 1, remu_obj_count("dm"));
+	memset(buf, 0xaa, sizeof(buf));
+	ASSERT_EQ(0, ibv_memcpy_from_dm(buf, dm, 0, sizeof(buf)));
+	EXPECT_EQ(0, memcmp(buf, zero, sizeof(buf)));
+	/* leave junk behind: the next owner must not see it */
+	memset(buf, 0x5c, sizeof(buf));
+	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, buf, sizeof(buf)));
+	ASSERT_EQ(0, ibv_free_dm(dm));
+	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
+
+	dm = dm_alloc(self->ctx, sizeof(buf), 0);
+	ASSERT_NE(NULL, dm);
+	ASSERT_EQ(0, ibv_memcpy_from_dm(buf, dm, 0, sizeof(buf)));
+	EXPECT_EQ(0, memcmp(buf, zero, sizeof(buf)));
+	ASSERT_EQ(0, ibv_free_dm(dm));
+
+	/* zero length, too large, alignment beyond a chunk */
+	EXPECT_EQ(NULL, dm_alloc(self->ctx, 0, 0));
+	EXPECT_EQ(NULL, dm_alloc(self->ctx, POOL_SIZE + 1, 0));
+	EXPECT_EQ(ENOMEM, errno);
+	EXPECT_EQ(NULL, dm_alloc(self->ctx, PAGE, 30));
+	EXPECT_EQ(EINVAL, errno);
+	/* an alignment the pool can honour */
+	dm = dm_alloc(self->ctx, 100, 16);
+	ASSERT_NE(NULL, dm);
+	ASSERT_EQ(0, ibv_free_dm(dm));
+}
+
+static long long dm_stat(const char *name)
+{
+	char path[128];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/remu0/%s", name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/* the pool's statistics in sysfs follow allocations and frees */
+TEST_F(dm, stats)
+{
+	long long used0 = dm_stat("dm_in_use"), n0 = dm_stat("dm_allocs");
+	struct ibv_dm *d1, *d2;
+
+	EXPECT_EQ(POOL_SIZE, dm_stat("dm_size"));
+	ASSERT_LE(0, used0);
+	ASSERT_LE(0, n0);
+	EXPECT_EQ(POOL_SIZE - used0, dm_stat("dm_largest_free"));
+	d1 = dm_alloc(self->ctx, 3 * PAGE + 1, 0);	/* 4 pages */
+	ASSERT_NE(NULL, d1);
+	d2 = dm_alloc(self->ctx, 1, 0);			/* 1 page */
+	ASSERT_NE(NULL, d2);
+	EXPECT_EQ(used0 + 5 * PAGE, dm_stat("dm_in_use"));
+	EXPECT_EQ(n0 + 2, dm_stat("dm_allocs"));
+	EXPECT_EQ(POOL_SIZE - used0 - 5 * PAGE, dm_stat("dm_largest_free"));
+	/* the 4-page hole d1 leaves is smaller than the space after d2 */
+	ASSERT_EQ(0, ibv_free_dm(d1));
+	EXPECT_EQ(used0 + PAGE, dm_stat("dm_in_use"));
+	if (!used0)
+		EXPECT_EQ(POOL_SIZE - 5 * PAGE, dm_stat("dm_largest_free"));
+	EXPECT_EQ(n0 + 1, dm_stat("dm_allocs"));
+	ASSERT_EQ(0, ibv_free_dm(d2));
+	EXPECT_EQ(used0, dm_stat("dm_in_use"));
+	EXPECT_EQ(n0, dm_stat("dm_allocs"));
+	EXPECT_EQ(POOL_SIZE - used0, dm_stat("dm_largest_free"));
+}
+
+/* every offset/length edge of a 10000-byte allocation */
+TEST_F(dm, memcpy_edges)
+{
+	static const uint64_t offs[] = { 0, 1, 7, 8, 4095, 4096, 4097, 8191,
+					 8192, 9998, 9999, 10000 };
+	static const size_t lens[] = { 0, 1, 2, 3, 8, 13, 4095, 4096, 4097,
+				       9999, 10000 };
+	const size_t len = 10000;
+	uint8_t *model, *in, *out;
+	struct ibv_dm *dm;
+	unsigned int i, j, seed = 1;
+
+	model = calloc(1, len);
+	in = malloc(len);
+	out = malloc(len);
+	ASSERT_TRUE(model && in && out);
+	dm = dm_alloc(self->ctx, len, 0);
+	ASSERT_NE(NULL, dm);
+
+	for (i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		for (j = 0; j < sizeof(lens) / sizeof(lens[0]); j++) {
+			uint64_t o = offs[i];
+			size_t l = lens[j];
+
+			if (o + l > len) {
+				EXPECT_EQ(EINVAL,
+					  ibv_memcpy_to_dm(dm, o, in, l));
+				EXPECT_EQ(EINVAL,
+					  ibv_memcpy_from_dm(out, dm, o, l));
+				continue;
+			}
+			pattern(in, l, seed++);
+			ASSERT_EQ(0, ibv_memcpy_to_dm(dm, o, in, l));
+			memcpy(model + o, in, l);
+			memset(out, 0xee, len);
+			ASSERT_EQ(0, ibv_memcpy_from_dm(out, dm, o, l));
+			ASSERT_EQ(0, memcmp(out, in, l));
+			/* the whole allocation matches the model */
+			ASSERT_EQ(0, ibv_memcpy_from_dm(out, dm, 0, len));
+			ASSERT_EQ(0, memcmp(out, model, len));
+		}
+	}
+	/* offsets that wrap around */
+	EXPECT_EQ(EINVAL, ibv_memcpy_to_dm(dm, UINT64_MAX, in, 2));
+	EXPECT_EQ(EINVAL, ibv_memcpy_from_dm(out, dm, UINT64_MAX - 1, 4));
+	EXPECT_EQ(EINVAL, ibv_memcpy_to_dm(dm, 1, in, SIZE_MAX));
+
+	ASSERT_EQ(0, ibv_free_dm(dm));
+	free(model);
+	free(in);
+	free(out);
+}
+
+TEST_F(dm, free_busy_with_mr)
+{
+	struct ibv_dm *dm;
+	struct ibv_mr *mr1, *mr2;
+
+	dm = dm_alloc(self->ctx, 2 * PAGE, 0);
+	ASSERT_NE(NULL, dm);
+	mr1 = ibv_reg_dm_mr(self->pd, dm, 0, PAGE, DM_RIGHTS);
+	ASSERT_NE(NULL, mr1);
+	mr2 = ibv_reg_dm_mr(self->pd, dm, 100, PAGE, DM_RIGHTS);
+	ASSERT_NE(NULL, mr2);
+	EXPECT_NE(mr1->lkey, mr2->lkey);
+	EXPECT_EQ(self->mr0 + 2, remu_obj_count("mr"));
+	/* outside the allocation, or not zero based: refused */
+	EXPECT_EQ(NULL, ibv_reg_dm_mr(self->pd, dm, PAGE, 2 * PAGE, DM_RIGHTS));
+	EXPECT_EQ(NULL, ibv_reg_dm_mr(self->pd, dm, 0, PAGE,
+				      IBV_ACCESS_LOCAL_WRITE));
+
+	EXPECT_EQ(EBUSY, ibv_free_dm(dm));
+	ASSERT_EQ(0, ibv_dereg_mr(mr1));
+	EXPECT_EQ(EBUSY, ibv_free_dm(dm));
+	/* the DM still works after a refused free */
+	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, "x", 1));
+	ASSERT_EQ(0, ibv_dereg_mr(mr2));
+	ASSERT_EQ(0, ibv_free_dm(dm));
+}
+
+/* fill the pool page by page, fragment it, then take it whole */
+TEST_F(dm, exhaust_fragment_recover)
+{
+	enum { N = POOL_SIZE / PAGE };
+	struct ibv_dm *dms[N + 1];
+	struct ibv_dm *big;
+	unsigned int i, n = 0;
+	uint64_t tag;
+
+	for (i = 0; i <= N; i++) {
+		dms[i] = dm_alloc(self->ctx, PAGE, 0);
+		if (!dms[i])
+			break;
+		/* each allocation is its own: tag it with its number */
+		tag = i;
+		ASSERT_EQ(0, ibv_memcpy_to_dm(dms[i], PAGE - 8, &tag, 8));
+		n++;
+	}
+	EXPECT_EQ(N, n);
+	EXPECT_EQ(ENOMEM, errno);
+	EXPECT_EQ(self->dm0 + n, remu_obj_count("dm"));
+	for (i = 0; i < n; i++) {
+		ASSERT_EQ(0, ibv_memcpy_from_dm(&tag, dms[i], PAGE - 8, 8));
+		ASSERT_EQ(i, tag);
+	}
+	/* free every other page: half the pool is free, no two pages adjoin */
+	for (i = 0; i < n; i += 2)
+		ASSERT_EQ(0, ibv_free_dm(dms[i]));
+	big = dm_alloc(self->ctx, 2 * PAGE, 0);
+	EXPECT_EQ(NULL, big);
+	EXPECT_EQ(ENOMEM, errno);
+	if (big)
+		ibv_free_dm(big);
+	/* the holes are still usable one page at a time */
+	for (i = 0; i < n; i += 2) {
+		dms[i] = dm_alloc(self->ctx, PAGE, 0);
+		ASSERT_NE(NULL, dms[i]);
+	}
+	EXPECT_EQ(NULL, dm_alloc(self->ctx, PAGE, 0));
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(0, ibv_free_dm(dms[i]));
+	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
+
+	/* full recovery: the whole pool in one allocation, twice */
+	for (i = 0; i < 2; i++) {
+		big = dm_alloc(self->ctx, POOL_SIZE, 0);
+		ASSERT_NE(NULL, big);
+		EXPECT_EQ(NULL, dm_alloc(self->ctx, 1, 0));
+		ASSERT_EQ(0, ibv_free_dm(big));
+	}
+}
+
+/*
+ * The mmap offset of the newest mapping of @len bytes of the uverbs
+ * command file (libremu's mapping of a DM just allocated), or -1.
+ */
+static long long dm_map_offset(size_t len)
+{
+	unsigned long start, end;
+	unsigned long long off;
+	long long found = -1;
+	char line[512], path[256];
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		path[0] = 0;
+		if (sscanf(line, "%lx-%lx %*s %llx %*s %*s %255s", &start, &end,
+			   &off, path) == 4 && end - start == len &&
+		    strstr(path, "/dev/infiniband/uverbs"))
+			found = off;
+	}
+	fclose(f);
+	return found;
+}
+
+/*
+ * A freed DM's pages stay out of the pool while a mapping of them lives:
+ * map the allocation a second time, free the DM, and the pool is one
+ * allocation short (dm_allocs, ENOMEM one page early) with the old bytes
+ * still visible through the mapping; unmapping gives the pages back.
+ */
+TEST_F(dm, freed_pages_held_by_mapping)
+{
+	enum { N = POOL_SIZE / PAGE };
+	static struct ibv_dm *dms[N];
+	long long n0 = dm_stat("dm_allocs"), off;
+	uint64_t tag = 0x6d656d2d64657669ull, zero = 0;
+	unsigned int i, n = 0;
+	struct ibv_dm *dm;
+	uint64_t *p;
+
+	dm = dm_alloc(self->ctx, 2 * PAGE, 0);
+	ASSERT_NE(NULL, dm);
+	off = dm_map_offset(2 * PAGE);
+	ASSERT_LE(0, off);
+	p = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 self->ctx->cmd_fd, off);
+	ASSERT_NE(MAP_FAILED, p);
+	/* the same memory as libremu's mapping */
+	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, PAGE + 8, &tag, 8));
+	EXPECT_EQ(tag, p[PAGE / 8 + 1]);
+
+	ASSERT_EQ(0, ibv_free_dm(dm));
+	/* no new mapping of a freed allocation */
+	EXPECT_EQ(MAP_FAILED, mmap(NULL, 2 * PAGE, PROT_READ, MAP_SHARED,
+				   self->ctx->cmd_fd, off));
+	EXPECT_EQ(n0 + 1, dm_stat("dm_allocs"));
+	EXPECT_EQ(self->dm0 + 1, remu_obj_count("dm"));
+
+	/* the rest of the pool is handed out, never these two pages */
+	while (n < N && (dms[n] = dm_alloc(self->ctx, PAGE, 0)))
+		n++;
+	EXPECT_EQ(N - 2, n);
+	for (i = 0; i < n; i++) {
+		uint64_t v = 1;
+
+		ASSERT_EQ(0, ibv_memcpy_from_dm(&v, dms[i], 8, 8));
+		ASSERT_EQ(zero, v);
+		ASSERT_EQ(0, ibv_memcpy_to_dm(dms[i], 8, &zero, 8));
+	}
+	EXPECT_EQ(tag, p[PAGE / 8 + 1]);
+	for (i = 0; i < n; i++)
+		ASSERT_EQ(0, ibv_free_dm(dms[i]));
+
+	ASSERT_EQ(0, munmap(p, 2 * PAGE));
+	EXPECT_EQ(n0, dm_stat("dm_allocs"));
+	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
+	dm = dm_alloc(self->ctx, POOL_SIZE, 0);
+	ASSERT_NE(NULL, dm);
+	ASSERT_EQ(0, ibv_free_dm(dm));
+}
+
+/* ---- remote access: remu1 -> DM MRs on remu0 ---- */
+
+struct side {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+};
+
+static int side_open(struct side *s, const char *dev)
+{
+	struct ibv_qp_init_attr ia = {};
+	struct ibv_port_attr pa;
+
+	s->ctx = remu_open(dev);
+	if (!s->ctx || ibv_query_port(s->ctx, 1, &pa) ||
+	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
+		return -1;
+	s->mtu = pa.active_mtu;
+	s->pd = ibv_alloc_pd(s->ctx);
+	s->cq = s->pd ? ibv_create_cq(s->ctx, 16, NULL, NULL, 0) : NULL;
+	if (!s->cq)
+		return -1;
+	ia.send_cq = s->cq;
+	ia.recv_cq = s->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 16;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_recv_sge = 2;
+	s->qp = ibv_create_qp(s->pd, &ia);
+	return s->qp ? 0 : -1;
+}
+
+static int side_connect(struct side *s, struct side *peer)
+{
+	struct ibv_qp_attr a = {};
+
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_REMOTE_ATOMIC;
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
+	a.dest_qp_num = peer->qp->qp_num;
+	a.rq_psn = 0x42;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = peer->gid;
+	a.ah_attr.grh.sgid_index = GID_INDEX;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV |
+			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0x42;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
+	return ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
+			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static void side_close(struct side *s)
+{
+	if (s->qp)
+		ibv_destroy_qp(s->qp);
+	if (s->cq)
+		ibv_destroy_cq(s->cq);
+	if (s->pd)
+		ibv_dealloc_pd(s->pd);
+	if (s->ctx)
+		ibv_close_device(s->ctx);
+}
+
+static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		if (n < 0)
+			return -1;
+		if (n == 1)
+			return wc->status;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 20)
+			return -1;
+	}
+}
+
+/* one signaled WR on @s, waited for; returns the completion status */
+static int run_wr(struct side *s, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc;
+
+	wr->send_flags = IBV_SEND_SIGNALED;
+	if (ibv_post_send(s->qp, wr, &bad))
+		return -1;
+	return poll_one(s->cq, &wc);
+}
+
+#define DM_LEN		(3 * PAGE + 1000)
+#define MR1_OFF		0		/* MR1: DM bytes [0, 2 pages) */
+#define MR1_LEN		(2 * PAGE)
+#define MR2_OFF		(2 * PAGE + 64)	/* MR2: the rest of the DM */
+#define MR2_LEN		(DM_LEN - MR2_OFF)
+#define HOST_LEN	(64 * 1024)
+
+FIXTURE(rdm) {
+	struct side a, b;	/* a: remu0 owns the DM; b: remu1, the peer */
+	struct ibv_dm *dm;
+	struct ibv_mr *mr1, *mr2;	/* DM MRs on a */
+	struct ibv_mr *hmr;		/* host MR on b */
+	uint8_t *host;
+	int dm0, mr0;
+};
+
+FIXTURE_SETUP(rdm)
+{
+	self->dm0 = remu_obj_count("dm");
+	self->mr0 = remu_obj_count("mr");
+	ASSERT_EQ(0, side_open(&self->a, "remu0"));
+	ASSERT_EQ(0, side_open(&self->b, "remu1"));
+	ASSERT_EQ(0, side_connect(&self->a, &self->b));
+	ASSERT_EQ(0, side_connect(&self->b, &self->a));
+	self->dm = dm_alloc(self->a.ctx, DM_LEN, 0);
+	ASSERT_NE(NULL, self->dm);
+	self->mr1 = ibv_reg_dm_mr(self->a.pd, self->dm, MR1_OFF, MR1_LEN,
+				  DM_RIGHTS);
+	self->mr2 = ibv_reg_dm_mr(self->a.pd, self->dm, MR2_OFF, MR2_LEN,
+				  DM_RIGHTS);
+	ASSERT_TRUE(self->mr1 && self->mr2);
+	self->host = aligned_alloc(PAGE, HOST_LEN);
+	ASSERT_NE(NULL, self->host);
+	self->hmr = ibv_reg_mr(self->b.pd, self->host, HOST_LEN,
+			       IBV_ACCESS_LOCAL_WRITE |
+			       IBV_ACCESS_REMOTE_WRITE |
+			       IBV_ACCESS_REMOTE_READ);
+	ASSERT_NE(NULL, self->hmr);
+}
+
+FIXTURE_TEARDOWN(rdm)
+{
+	if (self->hmr)
+		ibv_dereg_mr(self->hmr);
+	if (self->mr1)
+		ibv_dereg_mr(self->mr1);
+	if (self->mr2)
+		ibv_dereg_mr(self->mr2);
+	if (self->dm)
+		EXPECT_EQ(0, ibv_free_dm(self->dm));
+	side_close(&self->a);
+	side_close(&self->b);
+	free(self->host);
+	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
+	EXPECT_EQ(self->mr0, remu_obj_count("mr"));
+}
+
+/* b WRITEs into both DM MRs at zero-based addresses */
+TEST_F(rdm, remote_write)
+{
+	static const struct { int mr2; uint64_t iova; uint32_t len; } w[] = {
+		{ 0, 0, 1 }, { 0, 1, 4095 }, { 0, 4000, 200 },
+		{ 0, 0, MR1_LEN }, { 1, 0, MR2_LEN }, { 1, 13, 999 },
+		{ 1, MR2_LEN - 1, 1 },
+	};
+	uint8_t *model = calloc(1, DM_LEN), *out = malloc(DM_LEN);
+	unsigned int i;
+
+	ASSERT_TRUE(model && out);
+	for (i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
+		struct ibv_mr *mr = w[i].mr2 ? self->mr2 : self->mr1;
+		uint64_t dmoff = (w[i].mr2 ? MR2_OFF : MR1_OFF) + w[i].iova;
+		struct ibv_sge sge = { (uintptr_t)self->host + 3, w[i].len,
+				       self->hmr->lkey };
+		struct ibv_send_wr wr = { .wr_id = i, .sg_list = &sge,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE };
+
+		pattern(self->host + 3, w[i].len, 17 * i + 1);
+		wr.wr.rdma.remote_addr = w[i].iova;
+		wr.wr.rdma.rkey = mr->rkey;
+		ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&self->b, &wr));
+		memcpy(model + dmoff, self->host + 3, w[i].len);
+		ASSERT_EQ(0, ibv_memcpy_from_dm(out, self->dm, 0, DM_LEN));
+		ASSERT_EQ(0, memcmp(out, model, DM_LEN));
+	}
+	free(model);
+	free(out);
+}
+
+/* past the end of a DM MR: a remote access error, the DM untouched */
+TEST_F(rdm, remote_write_out_of_bounds)
+{
+	struct ibv_sge sge = { (uintptr_t)self->host, 2, self->hmr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE };
+	uint8_t out[2 * PAGE + 64], zero[sizeof(out)] = {};
+
+	memset(self->host, 0x77, 2);
+	wr.wr.rdma.remote_addr = MR1_LEN - 1;
+	wr.wr.rdma.rkey = self->mr1->rkey;
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, run_wr(&self->b, &wr));
+	ASSERT_EQ(0, ibv_memcpy_from_dm(out, self->dm, 0, sizeof(out)));
+	EXPECT_EQ(0, memcmp(out, zero, sizeof(out)));
+}
+
+/* b READs what a put into the DM */
+TEST_F(rdm, remote_read)
+{
+	uint8_t *in = malloc(DM_LEN);
+	struct ibv_sge sge = { (uintptr_t)self->host + 5, 0, self->hmr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_READ };
+
+	ASSERT_NE(NULL, in);
+	pattern(in, DM_LEN, 99);
+	ASSERT_EQ(0, ibv_memcpy_to_dm(self->dm, 0, in, DM_LEN));
+
+	sge.length = MR1_LEN - 7;
+	wr.wr.rdma.remote_addr = 7;
+	wr.wr.rdma.rkey = self->mr1->rkey;
+	ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&self->b, &wr));
+	EXPECT_EQ(0, memcmp(self->host + 5, in + MR1_OFF + 7, MR1_LEN - 7));
+
+	sge.length = MR2_LEN;
+	wr.wr.rdma.remote_addr = 0;
+	wr.wr.rdma.rkey = self->mr2->rkey;
+	ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&self->b, &wr));
+	EXPECT_EQ(0, memcmp(self->host + 5, in + MR2_OFF, MR2_LEN));
+	free(in);
+}
+
+/* CMP_SWP and FETCH_ADD on a word of MR2 (DM offset MR2_OFF + 8) */
+TEST_F(rdm, remote_atomics)
+{
+	uint64_t *local = (uint64_t *)(self->host + 64);
+	struct ibv_sge sge = { (uintptr_t)local, 8, self->hmr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1 };
+	uint64_t v = 0x1122334455667788ull, neighbours[3];
+
+	ASSERT_EQ(0, ibv_memcpy_to_dm(self->dm, MR2_OFF + 8, &v, 8));
+	wr.wr.atomic.remote_addr = 8;
+	wr.wr.atomic.rkey = self->mr2->rkey;
+
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.wr.atomic.compare_add = 0x0100000000000023ull;
+	*local = 0;
+	ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&self->b, &wr));
+	EXPECT_EQ(0x1122334455667788ull, *local);
+	ASSERT_EQ(0, ibv_memcpy_from_dm(&v, self->dm, MR2_OFF + 8, 8));
+	EXPECT_EQ(0x12223344556677abull, v);
+
+	wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+	wr.wr.atomic.compare_add = 0x12223344556677abull;
+	wr.wr.atomic.swap = 0xfedcba9876543210ull;
+	*local = 0;
+	ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&self->b, &wr));
+	EXPECT_EQ(0x12223344556677abull, *local);
+	ASSERT_EQ(0, ibv_memcpy_from_dm(&v, self->dm, MR2_OFF + 8, 8));
+	EXPECT_EQ(0xfedcba9876543210ull, v);
+
+	/* compare differs: unchanged, old value returned */
+	wr.wr.atomic.compare_add = 1;
+	wr.wr.atomic.swap = 2;
+	*local = 0;
+	ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&self->b, &wr));
+	EXPECT_EQ(0xfedcba9876543210ull, *local);
+	ASSERT_EQ(0, ibv_memcpy_from_dm(neighbours, self->dm, MR2_OFF, 24));
+	EXPECT_EQ(0, neighbours[0]);
+	EXPECT_EQ(0xfedcba9876543210ull, neighbours[1]);
+	EXPECT_EQ(0, neighbours[2]);
+
+	/* and on MR1 at its last word */
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.wr.atomic.remote_addr = MR1_LEN - 8;
+	wr.wr.atomic.rkey = self->mr1->rkey;
+	wr.wr.atomic.compare_add = 5;
+	ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&self->b, &wr));
+	EXPECT_EQ(0, *local);
+	ASSERT_EQ(0, ibv_memcpy_from_dm(&v, self->dm, MR1_LEN - 8, 8));
+	EXPECT_EQ(5, v);
+}
+
+/* a WRITEs from DM MRs (two local SGEs) into b's host memory */
+TEST_F(rdm, local_sge_from_dm)
+{
+	uint8_t *in = malloc(DM_LEN);
+	struct ibv_sge sge[2] = {
+		{ 4000, 100, self->mr1->lkey },		/* DM [4000, 4100) */
+		{ 3, MR2_LEN - 3, self->mr2->lkey },	/* DM [MR2_OFF+3, end) */
+	};
+	struct ibv_send_wr wr = { .sg_list = sge, .num_sge = 2,
+				  .opcode = IBV_WR_RDMA_WRITE };
+
+	ASSERT_NE(NULL, in);
+	pattern(in, DM_LEN, 5);
+	ASSERT_EQ(0, ibv_memcpy_to_dm(self->dm, 0, in, DM_LEN));
+	memset(self->host, 0, HOST_LEN);
+	wr.wr.rdma.remote_addr = (uintptr_t)self->host + 1;
+	wr.wr.rdma.rkey = self->hmr->rkey;
+	ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&self->a, &wr));
+	EXPECT_EQ(0, memcmp(self->host + 1, in + 4000, 100));
+	EXPECT_EQ(0, memcmp(self->host + 101, in + MR2_OFF + 3, MR2_LEN - 3));
+	EXPECT_EQ(0, self->host[0]);
+	EXPECT_EQ(0, self->host[101 + MR2_LEN - 3]);
+	free(in);
+}
+
+struct adder {
+	struct side *s;
+	uint32_t rkey;
+	uint64_t *olds;		/* ADDS old values, the results */
+	uint64_t *res;		/* registered 8-byte result buffer */
+	struct ibv_mr *mr;
+	int err;
+};
+
+#define ADDS	500
+
+static void *adder_run(void *arg)
+{
+	struct adder *ad = arg;
+	struct ibv_sge sge = { (uintptr_t)ad->res, 8, ad->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD };
+	int i;
+
+	wr.wr.atomic.remote_addr = 16;
+	wr.wr.atomic.rkey = ad->rkey;
+	wr.wr.atomic.compare_add = 1;
+	for (i = 0; i < ADDS; i++) {
+		if (run_wr(ad->s, &wr) != IBV_WC_SUCCESS) {
+			ad->err = i + 1;
+			break;
+		}
+		ad->olds[i] = *ad->res;
+	}
+	return NULL;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * A distributed counter: two peers (two contexts on remu1, each with its
+ * own RC QP to its own QP on remu0) FETCH_ADD 1 to one DM word at once;
+ * the total is exact and every old value comes back exactly once.
+ */
+TEST_F(rdm, distributed_counter)
+{
+	struct side a2 = { .ctx = self->a.ctx, .pd = self->a.pd,
+			   .gid = self->a.gid, .mtu = self->a.mtu };
+	struct ibv_qp_init_attr ia = {};
+	struct side c = {};
+	struct adder ad[2] = {};
+	uint64_t *olds = calloc(2 * ADDS, sizeof(*olds)), v;
+	pthread_t th[2];
+	int i;
+
+	ASSERT_NE(NULL, olds);
+	/* a second QP on remu0, in the DM MRs' PD */
+	a2.cq = ibv_create_cq(a2.ctx, 16, NULL, NULL, 0);
+	ASSERT_NE(NULL, a2.cq);
+	ia.send_cq = a2.cq;
+	ia.recv_cq = a2.cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 16;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_recv_sge = 1;
+	a2.qp = ibv_create_qp(a2.pd, &ia);
+	ASSERT_NE(NULL, a2.qp);
+	ASSERT_EQ(0, side_open(&c, "remu1"));
+	ASSERT_EQ(0, side_connect(&a2, &c));
+	ASSERT_EQ(0, side_connect(&c, &a2));
+
+	ad[0].s = &self->b;
+	ad[0].mr = self->hmr;
+	ad[0].res = (uint64_t *)(self->host + 256);
+	ad[1].s = &c;
+	ad[1].res = (uint64_t *)(self->host + 512);
+	ad[1].mr = ibv_reg_mr(c.pd, self->host, HOST_LEN,
+			      IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, ad[1].mr);
+	for (i = 0; i < 2; i++) {
+		ad[i].rkey = self->mr2->rkey;
+		ad[i].olds = olds + i * ADDS;
+	}
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, adder_run, &ad[i]));
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	EXPECT_EQ(0, ad[0].err);
+	EXPECT_EQ(0, ad[1].err);
+	ASSERT_EQ(0, ibv_memcpy_from_dm(&v, self->dm, MR2_OFF + 16, 8));
+	EXPECT_EQ(2 * ADDS, v);
+	qsort(olds, 2 * ADDS, sizeof(*olds), cmp_u64);
+	for (i = 0; i < 2 * ADDS; i++)
+		ASSERT_EQ(i, olds[i]);
+
+	ibv_dereg_mr(ad[1].mr);
+	side_close(&c);
+	ibv_destroy_qp(a2.qp);
+	ibv_destroy_cq(a2.cq);
+	free(olds);
+}
+
+/*
+ * Two processes: another process cannot map this one's allocation (the
+ * mmap offset means nothing on its own command fd), and its allocations
+ * never show this one's bytes.
+ */
+TEST_F(dm, two_process_isolation)
+{
+	uint8_t secret[PAGE], got[PAGE];
+	struct ibv_dm *dm;
+	long long off;
+	int st;
+	pid_t pid;
+
+	memset(secret, 0xa5, sizeof(secret));
+	dm = dm_alloc(self->ctx, PAGE, 0);
+	ASSERT_NE(NULL, dm);
+	off = dm_map_offset(PAGE);
+	ASSERT_LE(0, off);
+	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, secret, sizeof(secret)));
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct ibv_context *ctx = remu_open("remu0");
+		uint8_t zero[PAGE] = {};
+		struct ibv_dm *mine;
+		int i, bad = 0;
+
+		if (!ctx)
+			_exit(10);
+		/* the parent's offset on the child's own file */
+		if (mmap(NULL, PAGE, PROT_READ, MAP_SHARED, ctx->cmd_fd,
+			 off) != MAP_FAILED)
+			_exit(11);
+		/* fresh allocations, all zero, whatever pages they get */
+		for (i = 0; i < 8; i++) {
+			mine = dm_alloc(ctx, PAGE, 0);
+			if (!mine)
+				_exit(12);
+			if (ibv_memcpy_from_dm(got, mine, 0, PAGE) ||
+			    memcmp(got, zero, PAGE))
+				bad = 1;
+			ibv_free_dm(mine);
+		}
+		ibv_close_device(ctx);
+		_exit(bad ? 13 : 0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	/* untouched by the other process */
+	memset(got, 0, sizeof(got));
+	ASSERT_EQ(0, ibv_memcpy_from_dm(got, dm, 0, PAGE));
+	EXPECT_EQ(0, memcmp(got, secret, PAGE));
+	ASSERT_EQ(0, ibv_free_dm(dm));
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
+/*
+ * dm.c - device memory in libremu: ibv_alloc_dm, ibv_free_dm,
+ * ibv_memcpy_to_dm / ibv_memcpy_from_dm and ibv_reg_dm_mr.
+ *
+ * The kernel hands out page-rounded allocations from the device's pool and
+ * answers DM_ALLOC with where to mmap() the allocation on the command fd
+ * (struct remu_alloc_dm_resp, a driver attribute).  The copies go through
+ * that mapping, the way a real NIC's memory is reached through its BAR;
+ * offset and length are checked against the length the user asked for.
+ * Freeing fails (EBUSY, from the kernel) while MRs are on the allocation,
+ * and the mapping is kept then; it is removed only after a successful free.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "remu-abi.h"
+#include "remu.h"
+
+static struct remu_dm *to_rdm(struct ibv_dm *ibdm)
+{
+	return container_of(ibdm, struct remu_dm, vdm.dm);
+}
+
+/* [off, off + len) inside the allocation, without overflow */
+static bool remu_dm_range_ok(struct remu_dm *dm, uint64_t off, size_t len)
+{
+	return off <= dm->length && len <= dm->length - off;
+}
+
+static int remu_memcpy_to_dm(struct ibv_dm *ibdm, uint64_t dm_offset,
+			     const void *host_addr, size_t length)
+{
+	struct remu_dm *dm = to_rdm(ibdm);
+
+	if (!remu_dm_range_ok(dm, dm_offset, length))
+		return EINVAL;
+	if (length)
+		memcpy((uint8_t *)dm->va + dm_offset, host_addr, length);
+	return 0;
+}
+
+static int remu_memcpy_from_dm(void *host_addr, struct ibv_dm *ibdm,
+			       uint64_t dm_offset, size_t length)
+{
+	struct remu_dm *dm = to_rdm(ibdm);
+
+	if (!remu_dm_range_ok(dm, dm_offset, length))
+		return EINVAL;
+	if (length)
+		memcpy(host_addr, (uint8_t *)dm->va + dm_offset, length);
+	return 0;
+}
+
+struct ibv_dm *remu_alloc_dm(struct ibv_context *ctx,
+			     struct ibv_alloc_dm_attr *attr)
+{
+	DECLARE_COMMAND_BUFFER(cmdb, UVERBS_OBJECT_DM, UVERBS_METHOD_DM_ALLOC,
+			       1);
+	struct remu_alloc_dm_resp resp = {};
+	struct remu_dm *dm;
+	int ret;
+
+	if (attr->comp_mask) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	dm = calloc(1, sizeof(*dm));
+	if (!dm) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	fill_attr_out_ptr(cmdb, REMU_ATTR_ALLOC_DM_RESP, &resp);
+	ret = ibv_cmd_alloc_dm(ctx, attr, &dm->vdm, cmdb);
+	if (ret)
+		goto err_free;
+
+	dm->va = mmap(NULL, resp.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      ctx->cmd_fd, resp.mmap_offset);
+	if (dm->va == MAP_FAILED) {
+		ret = errno;
+		ibv_cmd_free_dm(&dm->vdm);
+		goto err_free;
+	}
+	dm->map_size = resp.mmap_size;
+	dm->length = attr->length;
+	dm->vdm.dm.memcpy_to_dm = remu_memcpy_to_dm;
+	dm->vdm.dm.memcpy_from_dm = remu_memcpy_from_dm;
+	return &dm->vdm.dm;
+
+err_free:
+	free(dm);
+	errno = ret;
+	return NULL;
+}
+
+int remu_free_dm(struct ibv_dm *ibdm)
+{
+	struct remu_dm *dm = to_rdm(ibdm);
+	int ret;
+
+	ret = ibv_cmd_free_dm(&dm->vdm);
+	if (ret)
+		return ret;
+	munmap(dm->va, dm->map_size);
+	free(dm);
+	return 0;
+}
+
+struct ibv_mr *remu_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
+			      uint64_t dm_offset, size_t length,
+			      unsigned int access)
+{
+	struct remu_dm *dm = to_rdm(ibdm);
+	struct verbs_mr *vmr;
+	int ret;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	ret = ibv_cmd_reg_dm_mr(pd, &dm->vdm, dm_offset, length, access, vmr,
+				NULL);
+	if (ret) {
+		free(vmr);
+		errno = ret;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
