@@ -681,6 +681,43 @@ static void expect_err_on(struct __test_metadata *_metadata, struct side *a,
 #define expect_err(_m, a, wr, status) \
 	expect_err_on(_m, a, (a)->qp, (a)->cq, wr, status)
 
+/*
+ * RTS -> RTS (here: a new min_rnr_timer, the state in the mask) keeps the
+ * PSN stream: the SEND after it must land, not be taken for a duplicate.
+ */
+TEST_F(dp, rts_to_rts_keeps_psn)
+{
+	struct ibv_sge ss = { (uintptr_t)self->a.buf, 3000, self->a.mr->lkey };
+	struct ibv_sge rs = { (uintptr_t)self->b.buf, 3000, self->b.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &ss, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_RTS,
+				  .min_rnr_timer = 2 };
+	struct ibv_wc wc;
+	int round, i;
+
+	for (round = 0; round < 3; round++) {
+		for (i = 0; i < 3000; i++)
+			self->a.buf[i] = (uint8_t)(i * 13 + round * 7 + 1);
+		memset(self->b.buf, 0, 3000);
+		ASSERT_EQ(0, post_recv1(self->b.qp, 10 + round, &rs, 1));
+		wr.wr_id = 20 + round;
+		ASSERT_EQ(0, post1(self->a.qp, &wr));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+		ASSERT_EQ(10 + round, wc.wr_id);
+		ASSERT_EQ(3000, wc.byte_len);
+		ASSERT_EQ(0, memcmp(self->a.buf, self->b.buf, 3000))
+			TH_LOG("round %d: data not placed", round);
+		/* both sides, as a ULP adjusting its QPs would */
+		ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &qa, IBV_QP_STATE |
+					   IBV_QP_MIN_RNR_TIMER));
+		ASSERT_EQ(0, ibv_modify_qp(self->b.qp, &qa, IBV_QP_STATE |
+					   IBV_QP_MIN_RNR_TIMER));
+	}
+}
+
 TEST_F(dp, err_bad_lkey)
 {
 	struct ibv_sge sge = { (uintptr_t)self->a.buf, 100,

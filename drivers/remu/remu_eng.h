@@ -244,7 +244,7 @@ static inline u32 remu_swqe_read_end(struct remu_qp_eng *e,
 int remu_eng_init(struct remu_qp *qp);
 void remu_eng_fini(struct remu_qp *qp);
 void remu_eng_reset(struct remu_qp *qp);
-void remu_eng_modify(struct remu_qp *qp, int next);
+void remu_eng_modify(struct remu_qp *qp, int cur, int next);
 void remu_eng_run(struct remu_qp *qp);
 
 /* requester */

@@ -527,7 +527,7 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (mask & IB_QP_STATE) {
 		qp->attr.qp_state = next;
 		WRITE_ONCE(qp->state, next);
-		remu_eng_modify(qp, next);
+		remu_eng_modify(qp, cur, next);
 		switch (next) {
 		case IB_QPS_RESET:
 			remu_qp_discard(qp);
@@ -585,9 +585,11 @@ void remu_qp_error(struct remu_qp *qp)
 {
 	mutex_lock(&qp->mutex);
 	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET) {
+		enum ib_qp_state cur = qp->state;
+
 		qp->attr.qp_state = IB_QPS_ERR;
 		WRITE_ONCE(qp->state, IB_QPS_ERR);
-		remu_eng_modify(qp, IB_QPS_ERR);
+		remu_eng_modify(qp, cur, IB_QPS_ERR);
 		remu_flush_sq(qp);
 		remu_flush_rq(qp);
 	}

@@ -115,8 +115,12 @@ static void remu_eng_set_mtu(struct remu_qp *qp)
 	qp->eng.mtu = mtu > 0 ? mtu : 256;
 }
 
-/* modify_qp, under qp->mutex, once the new state is set */
-void remu_eng_modify(struct remu_qp *qp, int next)
+/*
+ * modify_qp, under qp->mutex, once the new state @next is set (@cur the
+ * state before).  The send PSN is taken from sq_psn only on RTR->RTS:
+ * RTS->RTS and SQD->RTS keep the PSN stream going.
+ */
+void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 {
 	struct remu_qp_eng *e = &qp->eng;
 
@@ -133,7 +137,7 @@ void remu_eng_modify(struct remu_qp *qp, int next)
 		break;
 	case IB_QPS_RTS:
 		remu_eng_set_mtu(qp);
-		if (!e->st[qp->sq.ring.cons & qp->sq.ring.mask].valid) {
+		if (cur == IB_QPS_RTR) {
 			e->psn = qp->attr.sq_psn;
 			e->una = e->psn;
 			e->head = qp->sq.ring.cons;
