@@ -149,6 +149,41 @@ TEST(huge_registration)
 	ibv_close_device(ctx);
 }
 
+/*
+ * What remu refuses plainly: ODP over hugetlb pages (not implemented) and
+ * an advice it does not know.
+ */
+TEST(refused_requests)
+{
+	struct ibv_context *ctx = remu_open("remu0");
+	struct ibv_sge sge;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	void *p;
+
+	ASSERT_NE(NULL, ctx);
+	pd = ibv_alloc_pd(ctx);
+	ASSERT_NE(NULL, pd);
+	p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	errno = 0;
+	mr = ibv_reg_mr(pd, p, 1 << 20, ODP_ACCESS | IBV_ACCESS_HUGETLB);
+	EXPECT_EQ(NULL, mr);
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	if (mr)
+		ibv_dereg_mr(mr);
+	mr = ibv_reg_mr(pd, p, 1 << 20, ODP_ACCESS);
+	ASSERT_NE(NULL, mr);
+	sge = (struct ibv_sge){ (uintptr_t)p, 4096, mr->lkey };
+	EXPECT_EQ(EOPNOTSUPP, ibv_advise_mr(pd, (enum ibv_advise_mr_advice)99,
+					   0, &sge, 1));
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	EXPECT_EQ(0, ibv_dealloc_pd(pd));
+	munmap(p, 1 << 20);
+	ibv_close_device(ctx);
+}
+
 struct side {
 	const char *dev;
 	struct ibv_context *ctx;

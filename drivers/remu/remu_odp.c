@@ -386,8 +386,9 @@ struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	struct remu_mr *mr;
 	int err;
 
+	/* hugetlb-backed ODP is not implemented: refused, never half done */
 	if (access & IB_ACCESS_HUGETLB)
-		return ERR_PTR(-EOPNOTSUPP);	/* not yet */
+		return ERR_PTR(-EOPNOTSUPP);
 	if (!start && length == U64_MAX)
 		return remu_odp_reg_implicit(ibpd, iova, access);
 	if (!length || length > REMU_MAX_MR_SIZE)
