@@ -475,8 +475,9 @@ void remu_mr_discard(struct remu_mr *mr)
 /*
  * Give @mr a key and make it reachable.  Its state (VALID, or FREE for
  * fast-reg MRs) and backing are complete before xa_store publishes it.
+ * Return: its ib_mr, or an ERR_PTR once @mr is discarded (no key left).
  */
-int remu_mr_publish(struct remu_mr *mr)
+struct ib_mr *remu_mr_publish(struct remu_mr *mr)
 {
 	struct remu_mr_table *t = &mr->rdev->mrs;
 	u32 index;
@@ -502,11 +503,12 @@ int remu_mr_publish(struct remu_mr *mr)
 		goto err_count;
 	}
 	remu_obj_get(REMU_OBJ_MR);
-	return 0;
+	return &mr->ib_mr;
 
 err_count:
 	atomic_dec(&t->count);
-	return err;
+	remu_mr_discard(mr);
+	return ERR_PTR(err);
 }
 
 int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
@@ -549,12 +551,7 @@ struct ib_mr *remu_get_dma_mr(struct ib_pd *ibpd, int access)
 	mr->iova = 0;
 	mr->length = U64_MAX;
 	mr->state = REMU_MR_VALID;
-	err = remu_mr_publish(mr);
-	if (err) {
-		remu_mr_discard(mr);
-		return ERR_PTR(err);
-	}
-	return &mr->ib_mr;
+	return remu_mr_publish(mr);
 }
 
 struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
@@ -609,19 +606,13 @@ struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	mr->iova = iova;
 	mr->length = length;
 	mr->state = REMU_MR_VALID;
-	err = remu_mr_publish(mr);
-	if (err) {
-		remu_mr_discard(mr);
-		return ERR_PTR(err);
-	}
-	return &mr->ib_mr;
+	return remu_mr_publish(mr);
 }
 
 struct ib_mr *remu_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 			    u32 max_num_sg)
 {
 	struct remu_mr *mr;
-	int err;
 
 	if (type != IB_MR_TYPE_MEM_REG)
 		return ERR_PTR(-EINVAL);
@@ -637,12 +628,7 @@ struct ib_mr *remu_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 	}
 	mr->fr_max = max_num_sg;
 	mr->fr_shift = PAGE_SHIFT;
-	err = remu_mr_publish(mr);
-	if (err) {
-		remu_mr_discard(mr);
-		return ERR_PTR(err);
-	}
-	return &mr->ib_mr;
+	return remu_mr_publish(mr);
 }
 
 static int remu_set_page(struct ib_mr *ibmr, u64 addr)
@@ -691,12 +677,7 @@ struct ib_mr *remu_reg_dm_mr(struct ib_pd *ibpd, struct ib_dm *ibdm,
 	remu_dm_mr_init(mr, ibdm, attr->offset, attr->length);
 	mr->access = attr->access_flags;
 	mr->state = REMU_MR_VALID;
-	err = remu_mr_publish(mr);
-	if (err) {
-		remu_mr_discard(mr);
-		return ERR_PTR(err);
-	}
-	return &mr->ib_mr;
+	return remu_mr_publish(mr);
 }
 
 /* ---- device ---- */

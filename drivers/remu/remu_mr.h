@@ -396,7 +396,7 @@ struct ib_mr *remu_reg_dm_mr(struct ib_pd *ibpd, struct ib_dm *ibdm,
 /* ---- for backings in other files (remu_mr.c) ---- */
 struct remu_mr *remu_mr_new(struct ib_pd *ibpd, enum remu_mr_kind kind,
 			    const struct remu_mr_backing_ops *ops);
-int remu_mr_publish(struct remu_mr *mr);
+struct ib_mr *remu_mr_publish(struct remu_mr *mr);
 void remu_mr_discard(struct remu_mr *mr);
 
 /* ---- on-demand paging (remu_odp.c) ---- */

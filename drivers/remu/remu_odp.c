@@ -329,7 +329,6 @@ static struct ib_mr *remu_odp_reg_implicit(struct ib_pd *ibpd, u64 iova,
 	struct remu_odp_implicit *imp;
 	struct ib_umem_odp *root;
 	struct remu_mr *mr;
-	int err;
 
 	if (iova)
 		return ERR_PTR(-EINVAL);
@@ -358,12 +357,7 @@ static struct ib_mr *remu_odp_reg_implicit(struct ib_pd *ibpd, u64 iova,
 	mr->length = U64_MAX;
 	mr->state = REMU_MR_VALID;
 	remu_count_add(mr->rdev, REMU_CNT_ODP_MRS, 1);
-	err = remu_mr_publish(mr);
-	if (err) {
-		remu_mr_discard(mr);
-		return ERR_PTR(err);
-	}
-	return &mr->ib_mr;
+	return remu_mr_publish(mr);
 }
 
 /**
@@ -384,7 +378,6 @@ struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	struct remu_dev *rdev = to_remu_dev(ibpd->device);
 	struct ib_umem_odp *odp;
 	struct remu_mr *mr;
-	int err;
 
 	/* hugetlb-backed ODP is not implemented: refused, never half done */
 	if (access & IB_ACCESS_HUGETLB)
@@ -414,12 +407,7 @@ struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	remu_count_add(rdev, REMU_CNT_ODP_MRS, 1);
 	remu_count_add(rdev, REMU_CNT_ODP_MR_PAGES,
 		       ib_umem_odp_num_pages(odp));
-	err = remu_mr_publish(mr);
-	if (err) {
-		remu_mr_discard(mr);
-		return ERR_PTR(err);
-	}
-	return &mr->ib_mr;
+	return remu_mr_publish(mr);
 }
 
 /* ---- ibv_advise_mr: prefetch ---- */
