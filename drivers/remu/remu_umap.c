@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * remu_umap.c - a process's mappings of device memory (the rings), and
- * taking them back when the device goes away under the process.
+ * remu_umap.c - a process's mappings of device memory (rings and
+ * device-memory allocations), and taking them back when the device goes
+ * away under the process.
  *
  * Every mmap() of a remu user context goes through an rdma_user_mmap_entry
  * (remu_queue.c inserts them; the offset names the entry).  The pages are
@@ -20,11 +21,11 @@
  *
  * The core's own tracking (rdma_user_mmap_io()) only maps physically
  * contiguous ranges; rings are vmalloc()ed, so remu tracks its mappings
- * itself with its own vm_operations.  Device memory allocations
- * (remu_dm.c) use the same path: their entry's ops give the pfn of each
- * page, and the entry reference a mapping holds keeps the allocation out
- * of the pool until the mapping is gone.  Those are module code: every mapping
- * holds a module reference, dropped when it is unmapped.  Rings are
+ * itself with its own vm_operations.  Those are module code: every
+ * mapping holds a module reference, dropped when it is unmapped.  Device
+ * memory allocations (remu_dm.c) use the same path: their entry's ops give
+ * the pfn of each page, and the entry reference a mapping holds keeps the
+ * allocation out of the pool until the mapping is gone.  Rings are
  * mapped whole and stay put: splitting and moving a mapping are refused,
  * and a forked child does not inherit it (VM_DONTCOPY); .open still
  * tracks the copy the kernel makes while it tries a move.
