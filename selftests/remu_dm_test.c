@@ -19,6 +19,8 @@
  * its own context cannot register the parent's DM by its handle number
  * (the raw REG_DM_MR command, which works on its own DM), and neither the
  * parent's DM MR rkey nor its lkey is usable from a QP in the child's PD.
+ * A process killed with DMs, an MR and a second mapping live leaves the
+ * pool and the object counts as they were (dm.process_exit_frees_all).
  *
  * The dmpool fixture checks the pool's layout for any dm_pool_kb: the
  * pool size it expects comes from the environment (REMU_DM_POOL_KB, the
@@ -28,6 +30,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -1143,6 +1146,62 @@ TEST_F(dm, other_process_keys_refused)
 	EXPECT_EQ(0, memcmp(got, secret, PAGE));
 	ASSERT_EQ(0, ibv_dereg_mr(mr));
 	ASSERT_EQ(0, ibv_free_dm(dm));
+}
+
+/*
+ * Process exit frees everything: a child allocates DMs, registers an MR on
+ * one, maps one a second time and exits without freeing anything; the
+ * pool, its statistics and the object counts are back where they were.
+ */
+TEST_F(dm, process_exit_frees_all)
+{
+	long long used0 = dm_stat("dm_in_use"), n0 = dm_stat("dm_allocs");
+	int pipefd[2], st;
+	char c;
+	pid_t pid;
+
+	ASSERT_EQ(0, pipe(pipefd));
+	fflush(stdout);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct ibv_context *ctx = remu_open("remu0");
+		struct ibv_dm *d1, *d2;
+		struct ibv_pd *pd;
+		long long off;
+
+		close(pipefd[0]);
+		if (!ctx)
+			_exit(10);
+		pd = ibv_alloc_pd(ctx);
+		d1 = dm_alloc(ctx, 3 * PAGE, 0);
+		d2 = dm_alloc(ctx, 5 * PAGE, 0);
+		if (!pd || !d1 || !d2 ||
+		    !ibv_reg_dm_mr(pd, d1, 0, PAGE, DM_RIGHTS))
+			_exit(11);
+		off = dm_map_offset(5 * PAGE);
+		if (off < 0 || mmap(NULL, 5 * PAGE, PROT_READ, MAP_SHARED,
+				    ctx->cmd_fd, off) == MAP_FAILED)
+			_exit(12);
+		if (write(pipefd[1], "r", 1) != 1)
+			_exit(13);
+		pause();	/* killed by the parent */
+		_exit(14);
+	}
+	close(pipefd[1]);
+	ASSERT_EQ(1, read(pipefd[0], &c, 1));
+	close(pipefd[0]);
+	/* the child's allocations are live */
+	EXPECT_EQ(used0 + 8 * PAGE, dm_stat("dm_in_use"));
+	EXPECT_EQ(n0 + 2, dm_stat("dm_allocs"));
+	EXPECT_EQ(self->mr0 + 1, remu_obj_count("mr"));
+	ASSERT_EQ(0, kill(pid, SIGKILL));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFSIGNALED(st));
+	EXPECT_EQ(used0, dm_stat("dm_in_use"));
+	EXPECT_EQ(n0, dm_stat("dm_allocs"));
+	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
+	EXPECT_EQ(self->mr0, remu_obj_count("mr"));
 }
 
 /* ---- the pool's layout for any dm_pool_kb ---- */
