@@ -7,8 +7,8 @@
 # them), both devices' pools are checked in sysfs, and
 # `remu_dm_test -f dmpool` checks max_dm_size, the largest allocation
 # (one chunk; one byte more is ENOMEM), and one allocation per chunk
-# filling the pool exactly, each allocation keeping
-# its data intact.  Values: several 4 MiB chunks plus a remainder that is
+# filling the pool exactly, each allocation (one per chunk) keeping its
+# data and reachable from remu1 through a DM MR (WRITE and READ).  Values: several 4 MiB chunks plus a remainder that is
 # not a multiple of the chunk (10252 KiB = 4 + 4 + 2 MiB + 8 + 4 KiB), one
 # KiB (rounded up to a page), the documented maximum (65536) and a value
 # above it (capped, with a warning), and 0 (no device memory).  Every

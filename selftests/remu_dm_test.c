@@ -1236,7 +1236,8 @@ static int pool_chunks(uint64_t *chunk, uint64_t *total)
 }
 
 FIXTURE(dmpool) {
-	struct ibv_context *ctx;
+	struct side a;		/* remu0: the pool's device */
+	struct ibv_context *ctx;	/* a.ctx */
 	uint64_t chunk[MAX_CHUNKS], total;
 	int nchunks, dm0;
 };
@@ -1246,8 +1247,8 @@ FIXTURE_SETUP(dmpool)
 	self->nchunks = pool_chunks(self->chunk, &self->total);
 	self->dm0 = remu_obj_count("dm");
 	ASSERT_LE(0, self->dm0);
-	self->ctx = remu_open("remu0");
-	ASSERT_NE(NULL, self->ctx);
+	ASSERT_EQ(0, side_open(&self->a, "remu0"));
+	self->ctx = self->a.ctx;
 	/* the pool is idle: these tests account for all of it */
 	ASSERT_EQ(0, dm_stat("dm_in_use"));
 	ASSERT_EQ(0, dm_stat("dm_allocs"));
@@ -1258,8 +1259,7 @@ FIXTURE_SETUP(dmpool)
 
 FIXTURE_TEARDOWN(dmpool)
 {
-	if (self->ctx)
-		ibv_close_device(self->ctx);
+	side_close(&self->a);
 	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
 	EXPECT_EQ(0, dm_stat("dm_in_use"));
 }
@@ -1327,17 +1327,33 @@ TEST_F(dmpool, largest_is_one_chunk)
 	free(out);
 }
 
+#define EDGE	64	/* bytes remu1 writes at the end of each allocation */
+
+/* the bytes remu1 WRITEs into the last EDGE bytes of allocation @i */
+static void edge_pattern(uint8_t *p, int i)
+{
+	int j;
+
+	for (j = 0; j < EDGE; j++)
+		p[j] = (uint8_t)(i * 13 + j + 5);
+}
+
 /*
  * One allocation per chunk, largest first, fills the pool exactly: each
  * takes a whole chunk (genalloc places an allocation in one chunk, and
  * sizes equal to the chunks leave no room for anything else), nothing is
  * left (ENOMEM for one byte, dm_largest_free 0), and every allocation
- * keeps its own bytes.
+ * keeps its own bytes.  Each allocation, in whichever chunk, is also a
+ * DM MR that remu1 WRITEs into (its last bytes) and READs from (its
+ * first), byte for byte.
  */
 TEST_F(dmpool, fill_every_chunk)
 {
 	struct ibv_dm *dms[MAX_CHUNKS];
+	struct side b = {};
+	struct ibv_mr *hmr;
 	long long used = 0;
+	uint8_t *host;
 	uint64_t big = self->nchunks ? self->chunk[0] : 0;
 	uint8_t *buf, *out;
 	int i;
@@ -1361,8 +1377,47 @@ TEST_F(dmpool, fill_every_chunk)
 	EXPECT_EQ(0, dm_stat("dm_largest_free"));
 	EXPECT_EQ(NULL, dm_alloc(self->ctx, 1, 0));
 	EXPECT_EQ(ENOMEM, errno);
+
+	/* remu1 -> each allocation through a DM MR on remu0 */
+	ASSERT_EQ(0, side_open(&b, "remu1"));
+	ASSERT_EQ(0, side_connect(&self->a, &b));
+	ASSERT_EQ(0, side_connect(&b, &self->a));
+	host = aligned_alloc(PAGE, PAGE);
+	ASSERT_NE(NULL, host);
+	hmr = ibv_reg_mr(b.pd, host, PAGE, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, hmr);
+	for (i = 0; i < self->nchunks; i++) {
+		uint32_t n = self->chunk[i] < EDGE ? self->chunk[i] : EDGE;
+		struct ibv_sge sge = { (uintptr_t)host, n, hmr->lkey };
+		struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE };
+		struct ibv_mr *mr;
+
+		mr = ibv_reg_dm_mr(self->a.pd, dms[i], 0, self->chunk[i],
+				   DM_RIGHTS);
+		ASSERT_NE(NULL, mr);
+		edge_pattern(host, i);
+		wr.wr.rdma.remote_addr = self->chunk[i] - n;
+		wr.wr.rdma.rkey = mr->rkey;
+		ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&b, &wr));
+		sge.addr = (uintptr_t)host + 2 * EDGE;
+		wr.opcode = IBV_WR_RDMA_READ;
+		wr.wr.rdma.remote_addr = 0;
+		ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&b, &wr));
+		pattern(buf, self->chunk[i], 1000 + i);
+		edge_pattern(buf + self->chunk[i] - n, i);
+		EXPECT_EQ(0, memcmp(host + 2 * EDGE, buf, n))
+			TH_LOG("READ from allocation %d", i);
+		ASSERT_EQ(0, ibv_dereg_mr(mr));
+	}
+	ibv_dereg_mr(hmr);
+	side_close(&b);
+	free(host);
+
 	for (i = 0; i < self->nchunks; i++) {
 		pattern(buf, self->chunk[i], 1000 + i);
+		edge_pattern(buf + self->chunk[i] -
+			     (self->chunk[i] < EDGE ? self->chunk[i] : EDGE), i);
 		ASSERT_EQ(0, ibv_memcpy_from_dm(out, dms[i], 0,
 						self->chunk[i]));
 		EXPECT_EQ(0, memcmp(buf, out, self->chunk[i]))
