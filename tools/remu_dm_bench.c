@@ -54,6 +54,8 @@ struct target {
 	struct ibv_mr *mr;
 	struct ibv_dm *dm;	/* NULL for host memory */
 	uint8_t *host;
+	uint64_t base;		/* remote address of byte 0: 0 for the DM MR
+				 * (zero based), the address for host memory */
 };
 
 static int end_open(struct end *e, const char *dev)
@@ -218,12 +220,12 @@ static int run(struct bench *b, enum op op, struct target *t, double *med)
 	if (op == OP_WRITE) {
 		wr.opcode = IBV_WR_RDMA_WRITE;
 		sge.length = b->wsize;
-		wr.wr.rdma.remote_addr = 0;
+		wr.wr.rdma.remote_addr = t->base;
 		wr.wr.rdma.rkey = t->mr->rkey;
 	} else {
 		wr.opcode = op == OP_FETCH_ADD ? IBV_WR_ATOMIC_FETCH_AND_ADD :
 						 IBV_WR_ATOMIC_CMP_AND_SWP;
-		wr.wr.atomic.remote_addr = 0;
+		wr.wr.atomic.remote_addr = t->base;
 		wr.wr.atomic.rkey = t->mr->rkey;
 	}
 	for (i = 0; i < b->iters; i++) {
@@ -307,6 +309,7 @@ int main(int argc, char **argv)
 	if (!b.local || !tg[1].host || !b.lat)
 		goto out;
 	memset(tg[1].host, 0, TARGET_LEN);
+	tg[1].base = (uintptr_t)tg[1].host;
 	b.lmr = ibv_reg_mr(b.c.pd, b.local, MAX_WRITE, IBV_ACCESS_LOCAL_WRITE);
 	tg[0].dm = ibv_alloc_dm(b.s.ctx, &da);
 	if (!b.lmr || !tg[0].dm) {
