@@ -12,7 +12,8 @@
 # not a multiple of the chunk (10252 KiB = 4 + 4 + 2 MiB + 8 + 4 KiB), one
 # KiB (rounded up to a page), the documented maximum (65536) and a value
 # above it (capped, with a warning), and 0 (no device memory).  Every
-# unload must be clean (no "leaked" line).  Runs in the test VM after
+# unload must be clean (no "leaked" line), and an unprivileged user
+# reads the same dm_* statistics as root.  Runs in the test VM after
 # scripts/remu-up; ends with the module reloaded with its defaults and
 # remu0/remu1 re-created, so later tests see the normal setup.
 set -u
@@ -20,7 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/ktap.sh"
 
-ktap_header 7
+ktap_header 8
 
 present() { [ -e "/sys/class/infiniband/$1" ]; }
 dmesg_has() { dmesg | grep -q -- "$1"; }
@@ -84,5 +85,18 @@ default_pool() {
 	[ "${PIPESTATUS[0]}" = 0 ]
 }
 ktap_check "pool: the default pool passes the dmpool tests too" default_pool
+
+# the statistics are for everyone: an unprivileged user reads them too
+user_reads() {
+	local f a b
+	for f in dm_size dm_in_use dm_allocs dm_largest_free; do
+		a=$(cat "/sys/class/infiniband/remu0/$f") || return 1
+		b=$(setpriv --reuid=65534 --regid=65534 --clear-groups \
+			cat "/sys/class/infiniband/remu0/$f") || return 1
+		echo "$f: $b"
+		[ -n "$b" ] && [ "$a" = "$b" ] || return 1
+	done
+}
+ktap_check "pool: the dm_* statistics are readable by an unprivileged user" user_reads
 
 ktap_finished
