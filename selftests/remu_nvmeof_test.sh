@@ -257,8 +257,14 @@ srq_fio() {
 		--verify_fatal=1 --output="$tmp/fio-srq.out" ||
 		{ tail -30 "$tmp/fio-srq.out"; return 1; }
 	grep -q "err= 0" "$tmp/fio-srq.out" || { cat "$tmp/fio-srq.out"; return 1; }
+	# the target drains each queue's QP (ib_drain_qp() waits for Last
+	# WQE Reached) before the port can go: well under 15 s in all
+	t0=$(date +%s)
 	host_disconnect || return 1
 	target_down || return 1
+	t1=$(date +%s)
+	echo "disconnect and target removal took $((t1 - t0)) s"
+	[ $((t1 - t0)) -lt 15 ] || return 1
 	counts_back_but_pool
 }
 
