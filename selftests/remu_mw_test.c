@@ -21,7 +21,8 @@
  * the implicit ODP MR; and a peer looping WRITE/READ while another thread
  * rebinds and unbinds the window: every access either succeeds on the
  * window's memory or fails with REM_ACCESS_ERR, nothing outside the window
- * is ever written.
+ * is ever written; the same with another thread invalidating a type 2B
+ * window (LOCAL_INV) under the peer's accesses.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -867,7 +868,7 @@ struct racer {
 	uint64_t win;
 	volatile uint32_t rkey;	/* the key of the last bind */
 	volatile int stop;
-	int binds, errors;
+	int binds, errors;	/* bind/unbind cycles or invalidations */
 };
 
 #define RACE_LEN	8192
@@ -952,6 +953,85 @@ TEST_F(mw, race_rebind_unbind)
 	EXPECT_GT(refused, 0);
 	EXPECT_GT(r.binds, 0);
 	/* only the window was ever written, and only with the pattern */
+	EXPECT_EQ(-1, not_all(self->b.buf, WIN_OFF, GUARD));
+	EXPECT_EQ(-1, not_all(bwin + RACE_LEN,
+			      self->b.buf + BUF_SIZE - bwin - RACE_LEN, GUARD));
+	EXPECT_TRUE(pattern_or_guard(bwin, self->a.buf, RACE_LEN));
+	EXPECT_EQ(0, ibv_dealloc_mw(r.mw));
+}
+
+/* b's qp2: LOCAL_INV of the type 2B window's key, over and over */
+static void *race_invalidator(void *arg)
+{
+	struct racer *r = arg;
+	struct timespec d = { 0, 500 * 1000 };
+
+	while (!r->stop) {
+		nanosleep(&d, NULL);
+		if (local_inv(r->b->qp2, r->b->cq2, r->rkey) !=
+		    IBV_WC_SUCCESS) {
+			r->errors++;
+			break;
+		}
+		r->binds++;
+	}
+	return NULL;
+}
+
+/*
+ * A type 2B window bound on b's qp (the QP the peer's accesses arrive
+ * on) and invalidated by another thread through qp2 while the peer loops
+ * on WRITE and READ; after each refusal the window is bound again under
+ * the same key.
+ */
+TEST_F(mw, race_local_inv)
+{
+	struct racer r = { .b = &self->b, .win = self->win };
+	uint8_t *bwin = (uint8_t *)(uintptr_t)self->win;
+	int ok = 0, refused = 0, i, st;
+	pthread_t t;
+
+	r.mw = ibv_alloc_mw(self->b.pd, IBV_MW_TYPE_2);
+	ASSERT_NE(NULL, r.mw);
+	r.rkey = ibv_inc_rkey(r.mw->rkey);
+	ASSERT_EQ(IBV_WC_SUCCESS, bind2(self->b.qp, self->b.cq, r.mw, r.rkey,
+					self->b.mr, self->win, RACE_LEN,
+					IBV_ACCESS_REMOTE_WRITE |
+					IBV_ACCESS_REMOTE_READ));
+	pattern(self->a.buf, RACE_LEN, 18);
+	ASSERT_EQ(0, pthread_create(&t, NULL, race_invalidator, &r));
+	for (i = 0; i < 300; i++) {
+		int op = i & 1 ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
+		uint32_t off = i & 1 ? RACE_LEN : 0;
+
+		memset(self->a.buf + RACE_LEN, 0, RACE_LEN);
+		st = rdma(&self->a, op, r.rkey, self->win, RACE_LEN, off);
+		if (st == IBV_WC_SUCCESS) {
+			ok++;
+			if (op == IBV_WR_RDMA_READ &&
+			    !pattern_or_guard(self->a.buf + RACE_LEN,
+					      self->a.buf, RACE_LEN))
+				break;
+			continue;
+		}
+		ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, st);
+		refused++;
+		ASSERT_EQ(0, reconnect(&self->a, &self->b));
+		/* invalidated (only the other thread does that): bind again */
+		ASSERT_EQ(IBV_WC_SUCCESS,
+			  bind2(self->b.qp, self->b.cq, r.mw, r.rkey,
+				self->b.mr, self->win, RACE_LEN,
+				IBV_ACCESS_REMOTE_WRITE |
+				IBV_ACCESS_REMOTE_READ));
+	}
+	r.stop = 1;
+	pthread_join(t, NULL);
+	EXPECT_EQ(300, i);
+	EXPECT_EQ(0, r.errors);
+	TH_LOG("%d accesses completed, %d refused, %d invalidations",
+	       ok, refused, r.binds);
+	EXPECT_GT(ok, 0);
+	EXPECT_GT(refused, 0);
 	EXPECT_EQ(-1, not_all(self->b.buf, WIN_OFF, GUARD));
 	EXPECT_EQ(-1, not_all(bwin + RACE_LEN,
 			      self->b.buf + BUF_SIZE - bwin - RACE_LEN, GUARD));
