@@ -17,8 +17,9 @@
  * IBV_WC_MW_BIND_ERR (QP to ERR) on an MR without MW_BIND, remote write on
  * an MR without local write, another PD's MR, another PD's window, a range
  * outside the MR, a key of another window; deregistration of an MR with a
- * bound window (EBUSY until unbound); windows over an explicit and over
- * the implicit ODP MR; and a peer looping WRITE/READ while another thread
+ * bound window (EBUSY until unbound), and closing the device with windows
+ * bound (the core cleans up, every count returns); windows over an
+ * explicit and over the implicit ODP MR; and a peer looping WRITE/READ while another thread
  * rebinds and unbinds the window: every access either succeeds on the
  * window's memory or fails with REM_ACCESS_ERR, nothing outside the window
  * is ever written; the same with another thread invalidating a type 2B
@@ -858,6 +859,37 @@ TEST_F(mw, odp)
 	EXPECT_EQ(0, ibv_dealloc_mw(mw));
 	EXPECT_EQ(0, ibv_dereg_mr(imp));
 	munmap(m, len);
+}
+
+/*
+ * A process that closes the device with windows bound to its MR: the
+ * core deallocates the windows, then the MR (whose first dereg said
+ * EBUSY) and the PD; every object count returns.
+ */
+TEST_F(mw, close_with_bound_windows)
+{
+	int mw0 = remu_obj_count("mw"), mr0 = remu_obj_count("mr");
+	int pd0 = remu_obj_count("pd");
+	struct ibv_mw *m1, *m2;
+
+	ASSERT_GE(mw0, 0);
+	m1 = ibv_alloc_mw(self->b.pd, IBV_MW_TYPE_1);
+	m2 = ibv_alloc_mw(self->b.pd, IBV_MW_TYPE_2);
+	ASSERT_NE(NULL, m1);
+	ASSERT_NE(NULL, m2);
+	ASSERT_EQ(IBV_WC_SUCCESS, bind1(self->b.qp, self->b.cq, m1,
+					self->b.mr, self->win, 4096, RIGHTS));
+	ASSERT_EQ(IBV_WC_SUCCESS, bind2(self->b.qp, self->b.cq, m2,
+					ibv_inc_rkey(m2->rkey), self->b.mr,
+					self->win, 4096, RIGHTS));
+	EXPECT_EQ(mw0 + 2, remu_obj_count("mw"));
+	EXPECT_EQ(EBUSY, ibv_dereg_mr(self->b.mr));
+	/* b's QPs, CQs, MR (EBUSY again), PD (EBUSY) and context */
+	side_close(&self->b);
+	memset(&self->b, 0, sizeof(self->b));
+	EXPECT_EQ(mw0, remu_obj_count("mw"));
+	EXPECT_EQ(mr0 - 1, remu_obj_count("mr"));
+	EXPECT_EQ(pd0 - 1, remu_obj_count("pd"));
 }
 
 /* ---- the race: a peer's accesses against rebinds and unbinds ---- */
