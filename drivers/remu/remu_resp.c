@@ -29,6 +29,19 @@
 
 #define REMU_GRH_LEN	40
 
+/*
+ * The MR a request's @rkey names, referenced, or NULL; a miss is counted
+ * as num_mrs_not_found while the device has ODP MRs (remu_odp.c).
+ */
+static struct remu_mr *remu_resp_mr(struct remu_qp *qp, u32 rkey)
+{
+	struct remu_mr *mr = remu_mr_lookup(qp->rdev, rkey, REMU_RKEY);
+
+	if (!mr)
+		remu_odp_count_key_miss(qp->rdev);
+	return mr;
+}
+
 /* send an ACK/NAK (AETH @syn) or atomic ACK with PSN @psn */
 static void remu_resp_ack(struct remu_qp *qp, u32 psn, u8 syn, bool atomic,
 			  u64 orig)
@@ -238,7 +251,7 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 		 * refused here, not after its first packets landed.
 		 */
 		if (e->wr_len) {
-			mr = remu_mr_lookup(qp->rdev, e->wr_rkey, REMU_RKEY);
+			mr = remu_resp_mr(qp, e->wr_rkey);
 			if (!mr)
 				return -EACCES;
 			err = remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd),
@@ -256,7 +269,7 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 		return -EINVAL;
 	if (!cb->paylen)
 		return 0;
-	mr = remu_mr_lookup(qp->rdev, e->wr_rkey, REMU_RKEY);
+	mr = remu_resp_mr(qp, e->wr_rkey);
 	if (!mr)
 		return -EACCES;
 	err = remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd), e->wr_va + e->wr_off,
@@ -294,7 +307,7 @@ static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn,
 	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_READ))
 		return REMU_AETH_NAK_REM_ACC_ERR;
 	if (len) {
-		mr = remu_mr_lookup(qp->rdev, remu_reth_rkey(reth), REMU_RKEY);
+		mr = remu_resp_mr(qp, remu_reth_rkey(reth));
 		if (!mr)
 			return REMU_AETH_NAK_REM_ACC_ERR;
 		if (remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd), va, len,
@@ -366,7 +379,7 @@ static u8 remu_resp_atomic(struct remu_qp *qp, struct sk_buff *skb, u64 *orig)
 		return REMU_AETH_NAK_REM_ACC_ERR;
 	if (va & 7)
 		return REMU_AETH_NAK_INVALID_REQ;
-	mr = remu_mr_lookup(qp->rdev, remu_atmeth_rkey(a), REMU_RKEY);
+	mr = remu_resp_mr(qp, remu_atmeth_rkey(a));
 	if (!mr)
 		return REMU_AETH_NAK_REM_ACC_ERR;
 	err = remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd), va, 8,
