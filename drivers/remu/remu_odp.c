@@ -11,7 +11,10 @@
  * key for the whole address space), the translation of an MR offset to a
  * page for the copy loops (->map/->unmap), faulting pages in (->fault) and
  * the mmu_interval_notifier invalidate callback that takes translations
- * away.
+ * away, and the ODP statistics: the port counters it counts (see
+ * docs/odp.md), the per-MR ones of `rdma statistic show mr`
+ * (struct remu_odp_stats, atomic64_t, any context) and the miss count of
+ * the responder's rkey lookups (num_mrs_not_found).
  *
  * Implicit ODP: the root umem (ib_umem_odp_alloc_implicit) has no pages;
  * the address space is cut into children of REMU_ODP_CHILD_SIZE bytes,
@@ -185,8 +188,9 @@ static void remu_odp_unmap(struct remu_mr *mr, struct remu_mr_seg *seg)
  * (invalidate_seq, written by remu_odp_invalidate under umem_mutex) is
  * read under umem_mutex before the fault and again under the umem_mutex
  * that ib_umem_odp_map_dma_and_lock returns with.  If it moved, an
- * invalidation of this umem ran while the fault walked the page tables:
- * hmm_range_fault or mmu_interval_read_retry made the core walk again.
+ * invalidation of this umem ran during the fault: the core waited for it
+ * (mmu_interval_read_begin) or walked again (hmm_range_fault -EBUSY,
+ * mmu_interval_read_retry).
  */
 static int remu_odp_fault_range(struct remu_mr *mr, struct ib_umem_odp *odp,
 				unsigned long va, u64 len, u64 mask,
