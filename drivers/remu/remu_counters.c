@@ -42,6 +42,9 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_ODP_INVALIDATION_PAGES] = { .name = "num_invalidation_pages" },
 	[REMU_CNT_ODP_FAILED_RESOLUTIONS] = { .name = "num_failed_resolutions" },
 	[REMU_CNT_ODP_PREFETCHES]	= { .name = "num_prefetches_handled" },
+	[REMU_CNT_ODP_FAULT_CONTENTIONS] = {
+		.name = "invalidations_faults_contentions" },
+	[REMU_CNT_ODP_MRS_NOT_FOUND]	= { .name = "num_mrs_not_found" },
 	[REMU_CNT_ODP_MRS]		= { .name = "num_odp_mrs" },
 	[REMU_CNT_ODP_MR_PAGES]		= { .name = "num_odp_mr_pages" },
 };

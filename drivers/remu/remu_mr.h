@@ -200,6 +200,18 @@ struct remu_mr_backing_ops {
 };
 
 /**
+ * struct remu_odp_stats - per-MR ODP counters, in pages (remu_odp.c)
+ * @faults:		pages made present by data-path faults
+ * @invalidations:	translations removed by mmu notifier invalidations
+ * @prefetch:		pages made present by ibv_advise_mr prefetch
+ */
+struct remu_odp_stats {
+	atomic64_t faults;
+	atomic64_t invalidations;
+	atomic64_t prefetch;
+};
+
+/**
  * struct remu_mr - a memory region
  * @ib_mr:	the core's MR (lkey/rkey mirror @key)
  * @rdev:	owning device
@@ -221,6 +233,8 @@ struct remu_mr_backing_ops {
  * @fr_shift:	FAST_REG: log2 of the block size
  * @dm:		DM: the allocation (referenced; @page_off is the MR's offset
  *		in it)
+ * @odp_stats:	ODP: per-MR page counters (`rdma statistic show mr`), see
+ *		struct remu_odp_stats
  * @rcu:	for kfree_rcu (lookups are lockless)
  */
 struct remu_mr {
@@ -248,6 +262,8 @@ struct remu_mr {
 	unsigned int fr_shift;
 
 	struct remu_dm *dm;
+
+	struct remu_odp_stats odp_stats;
 
 	struct rcu_head rcu;
 };
@@ -549,6 +565,8 @@ void remu_mr_discard(struct remu_mr *mr);
 struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				   u64 iova, int access);
 void remu_odp_dev_init(struct remu_dev *rdev);
+int remu_odp_fill_stat_mr_entry(struct sk_buff *msg, struct ib_mr *ibmr);
+void remu_odp_count_key_miss(struct remu_dev *rdev);
 int remu_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
 		   u32 flags, struct ib_sge *sg_list, u32 num_sge,
 		   struct uverbs_attr_bundle *attrs);
@@ -561,7 +579,9 @@ static inline struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd,
 }
 
 static inline void remu_odp_dev_init(struct remu_dev *rdev) {}
+static inline void remu_odp_count_key_miss(struct remu_dev *rdev) {}
 #define remu_advise_mr NULL
+#define remu_odp_fill_stat_mr_entry NULL
 #endif
 
 #endif /* REMU_MR_H */

@@ -223,8 +223,11 @@ static bool remu_qp_allows(struct remu_qp *qp, unsigned int access)
 static int remu_resp_rkey(struct remu_qp *qp, u32 rkey, u64 va, u64 len,
 			  unsigned int access, struct remu_rkey *rk)
 {
-	if (remu_rkey_get(qp->rdev, rkey, rk))
+	if (remu_rkey_get(qp->rdev, rkey, rk)) {
+		/* num_mrs_not_found while the device has ODP MRs */
+		remu_odp_count_key_miss(qp->rdev);
 		return -EACCES;
+	}
 	if (remu_rkey_check(rk, to_remu_pd(qp->ib_qp.pd), qp->ib_qp.qp_num,
 			    va, len, access)) {
 		remu_rkey_put(rk);

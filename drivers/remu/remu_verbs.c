@@ -295,6 +295,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.dealloc_ucontext = remu_dealloc_ucontext,
 	.dereg_mr = remu_dereg_mr,
 	.disassociate_ucontext = remu_disassociate_ucontext,
+	.fill_stat_mr_entry = remu_odp_fill_stat_mr_entry,
 	.destroy_ah = remu_destroy_ah,
 	.destroy_cq = remu_destroy_cq,
 	.destroy_qp = remu_destroy_qp,
