@@ -21,7 +21,8 @@
  * copy runs later behind a kernel fence in the reservation object: an
  * importer that maps without waiting for it reads zeroes.  An eviction
  * (REMU_TDB_EVICT) copies the content aside and frees the pages; the next
- * vmap/map/pin allocates new ones.  Pinned buffers refuse both (EBUSY).
+ * vmap/map/pin allocates new ones.  Pinned buffers refuse both (EBUSY), an
+ * evicted one too (ENODATA: nothing to move).
  * REMU_TDB_READ/WRITE reach the backing store directly.
  *
  * Loaded and unloaded by selftests/run_tests.sh around remu_dmabuf_test
@@ -461,7 +462,7 @@ static long tdb_move(struct remu_tdb_move __user *uarg)
 	err = tdb_lock_idle(buf);
 	if (err)
 		goto out_mw;
-	err = -EBUSY;
+	err = buf->pins ? -EBUSY : -ENODATA;
 	if (buf->pins || !buf->pages)
 		goto out_unlock;
 	if (mw) {
@@ -526,7 +527,7 @@ static long tdb_evict(int __user *uarg)
 	err = tdb_lock_idle(buf);
 	if (err)
 		goto out_free;
-	err = -EBUSY;
+	err = buf->pins ? -EBUSY : -ENODATA;
 	if (buf->pins || !buf->pages)
 		goto out_unlock;
 	dma_buf_move_notify(buf->dmabuf);

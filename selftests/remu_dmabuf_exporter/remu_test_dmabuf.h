@@ -39,7 +39,8 @@ struct remu_tdb_rw {
 };
 
 /*
- * Move the backing to new pages.  delay_ms 0: the copy is done under the
+ * Move the backing to new pages (EBUSY: pinned, or an importer kept its
+ * CPU mapping across move_notify; ENODATA: evicted).  delay_ms 0: the copy is done under the
  * reservation lock; else the pages are switched at once and the copy runs
  * delay_ms later, behind a kernel fence in the reservation object (as a
  * GPU's copy engine would), which an importer must wait for.
@@ -67,7 +68,7 @@ struct remu_tdb_info {
 #define REMU_TDB_WRITE		_IOW(REMU_TDB_IOC, 0x42, struct remu_tdb_rw)
 #define REMU_TDB_MOVE		_IOW(REMU_TDB_IOC, 0x43, struct remu_tdb_move)
 /* evict: the content goes to a swap copy and the pages are freed; the
- * next vmap, map or pin brings it back in new pages */
+ * next vmap, map or pin brings it back in new pages (errors as a move) */
 #define REMU_TDB_EVICT		_IOW(REMU_TDB_IOC, 0x44, __s32)
 #define REMU_TDB_INFO		_IOWR(REMU_TDB_IOC, 0x45, struct remu_tdb_info)
 
