@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * remu_dmabuf_lib.h - helpers of remu_dmabuf_test and remu_dmabuf_bench:
+ * remu_dmabuf_lib.h - helpers of remu_dmabuf_test and tools/remu_dmabuf_bench:
  * dma-bufs from the stock exporters (udmabuf, dma-heap system heap, vgem
  * with PRIME) with the exporter's own view of them, the ioctls of the test
  * exporter remu_test_dmabuf.ko, and an RC pair (struct side) with one
