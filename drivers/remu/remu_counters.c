@@ -47,6 +47,10 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_ODP_MRS_NOT_FOUND]	= { .name = "num_mrs_not_found" },
 	[REMU_CNT_ODP_MRS]		= { .name = "num_odp_mrs" },
 	[REMU_CNT_ODP_MR_PAGES]		= { .name = "num_odp_mr_pages" },
+	[REMU_CNT_DMABUF_MOVES]		= { .name = "dmabuf_moves" },
+	[REMU_CNT_DMABUF_INVALIDATIONS]	= { .name = "dmabuf_invalidations" },
+	[REMU_CNT_DMABUF_REMAPS]	= { .name = "dmabuf_remaps" },
+	[REMU_CNT_DMABUF_MRS]		= { .name = "dmabuf_mrs" },
 };
 
 struct rdma_hw_stats *remu_alloc_hw_port_stats(struct ib_device *ibdev,

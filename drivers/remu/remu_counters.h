@@ -47,6 +47,11 @@ enum remu_counter {
 	REMU_CNT_ODP_MRS_NOT_FOUND,
 	REMU_CNT_ODP_MRS,		/* a gauge: live ODP MRs */
 	REMU_CNT_ODP_MR_PAGES,		/* a gauge: pages they span */
+	/* dma-buf import (remu_dmabuf.c) */
+	REMU_CNT_DMABUF_MOVES,		/* move_notify calls seen */
+	REMU_CNT_DMABUF_INVALIDATIONS,	/* ... that dropped a live mapping */
+	REMU_CNT_DMABUF_REMAPS,		/* re-maps on access after that */
+	REMU_CNT_DMABUF_MRS,		/* a gauge: live dma-buf MRs */
 	REMU_CNT_COUNT
 };
 

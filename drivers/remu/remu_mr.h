@@ -39,7 +39,8 @@
  * Backings.  An MR's memory is reached through its backing (enum
  * remu_mr_kind): kernel memory (get_dma_mr), pinned user memory (ib_umem),
  * a fast-registration page list (alloc_mr + map_mr_sg + REG_MR), on-demand
- * paging (remu_odp.c), and later device memory and dma-buf.  Each backing provides
+ * paging (remu_odp.c), device memory (remu_dm.c) and dma-buf
+ * (remu_dmabuf.c).  Each backing provides
  * struct remu_mr_backing_ops; the copy loops only ever see segments
  * (struct remu_mr_seg): a page + offset or a kernel address, and a length
  * that is contiguous there.  A backing's ->map() may answer -EAGAIN: "the
@@ -106,6 +107,7 @@
 struct remu_dev;
 struct remu_pd;
 struct remu_dm;
+struct remu_dmabuf;
 struct ib_umem;
 
 #define REMU_KEY_TAG_BITS	8
@@ -136,7 +138,7 @@ enum remu_mr_kind {
 	REMU_MR_FAST_REG,	/* alloc_mr: page list set by map_mr_sg */
 	REMU_MR_ODP,		/* reg_user_mr + ON_DEMAND: remu_odp.c */
 	REMU_MR_DM,		/* reg_dm_mr: device memory (remu_dm.c) */
-	/* later: REMU_MR_DMABUF */
+	REMU_MR_DMABUF,		/* reg_user_mr_dmabuf: remu_dmabuf.c */
 };
 
 /** enum remu_mr_state - whether the key currently grants access */
@@ -235,6 +237,7 @@ struct remu_odp_stats {
  *		in it)
  * @odp_stats:	ODP: per-MR page counters (`rdma statistic show mr`), see
  *		struct remu_odp_stats
+ * @dmabuf:	DMABUF: the attachment and CPU mapping (remu_dmabuf.c)
  * @rcu:	for kfree_rcu (lookups are lockless)
  */
 struct remu_mr {
@@ -264,6 +267,7 @@ struct remu_mr {
 	struct remu_dm *dm;
 
 	struct remu_odp_stats odp_stats;
+	struct remu_dmabuf *dmabuf;
 
 	struct rcu_head rcu;
 };
@@ -583,5 +587,13 @@ static inline void remu_odp_count_key_miss(struct remu_dev *rdev) {}
 #define remu_advise_mr NULL
 #define remu_odp_fill_stat_mr_entry NULL
 #endif
+
+/* ---- dma-buf import (remu_dmabuf.c) ---- */
+struct ib_mr *remu_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
+				      u64 length, u64 iova, int fd,
+				      int access,
+				      struct uverbs_attr_bundle *attrs);
+int remu_dmabuf_dev_init(struct remu_dev *rdev);
+void remu_dmabuf_dev_fini(struct remu_dev *rdev);
 
 #endif /* REMU_MR_H */

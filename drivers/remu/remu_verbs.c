@@ -323,6 +323,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.query_srq = remu_query_srq,
 	.reg_dm_mr = remu_reg_dm_mr,
 	.reg_user_mr = remu_reg_user_mr,
+	.reg_user_mr_dmabuf = remu_reg_user_mr_dmabuf,
 	.req_notify_cq = remu_req_notify_cq,
 	.resize_cq = remu_resize_cq,
 

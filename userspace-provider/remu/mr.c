@@ -37,6 +37,34 @@ struct ibv_mr *remu_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 	return &vmr->ibv_mr;
 }
 
+/*
+ * ibv_reg_dmabuf_mr: the core's REG_DMABUF_MR method; the kernel attaches
+ * to the dma-buf and maps it (drivers/remu/remu_dmabuf.c).  rdma-core 54
+ * gave ibv_cmd_reg_dmabuf_mr a trailing driver command buffer argument
+ * without a private-ABI bump: we pass NULL, which libibverbs 44 (no such
+ * argument) never reads.
+ */
+struct ibv_mr *remu_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+				  size_t length, uint64_t iova, int fd,
+				  int access)
+{
+	struct verbs_mr *vmr;
+	int ret;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr)
+		return NULL;
+
+	ret = ibv_cmd_reg_dmabuf_mr(pd, offset, length, iova, fd, access, vmr,
+				    NULL);
+	if (ret) {
+		free(vmr);
+		errno = ret;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
 int remu_dereg_mr(struct verbs_mr *vmr)
 {
 	int ret;

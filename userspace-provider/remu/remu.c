@@ -118,6 +118,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.query_qp = remu_query_qp,
 	.query_srq = remu_query_srq,
 	.reg_dm_mr = remu_reg_dm_mr,
+	.reg_dmabuf_mr = remu_reg_dmabuf_mr,
 	.reg_mr = remu_reg_mr,
 	.req_notify_cq = remu_req_notify_cq,
 	.resize_cq = remu_resize_cq,
