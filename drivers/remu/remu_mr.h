@@ -384,6 +384,9 @@ void remu_mr_dev_fini(struct remu_dev *rdev);
 struct ib_mr *remu_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 			       u64 iova, int access, struct ib_udata *udata);
+struct ib_mr *remu_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				 u64 length, u64 iova, int access,
+				 struct ib_pd *ibpd, struct ib_udata *udata);
 struct ib_mr *remu_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 			    u32 max_num_sg);
 int remu_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,

@@ -321,6 +321,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.reg_dm_mr = remu_reg_dm_mr,
 	.reg_user_mr = remu_reg_user_mr,
 	.req_notify_cq = remu_req_notify_cq,
+	.rereg_user_mr = remu_rereg_user_mr,
 	.resize_cq = remu_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, remu_ah, ib_ah),

@@ -117,6 +117,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.reg_dm_mr = remu_reg_dm_mr,
 	.reg_mr = remu_reg_mr,
 	.req_notify_cq = remu_req_notify_cq,
+	.rereg_mr = remu_rereg_mr,
 	.resize_cq = remu_resize_cq,
 };
 
