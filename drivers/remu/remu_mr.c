@@ -388,6 +388,15 @@ int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
 }
 EXPORT_SYMBOL_NS_GPL(remu_sge_copy, REMU_TEST);
 
+int remu_mr_user_va(struct remu_mr *mr, u64 iova, u64 *va)
+{
+	if (mr->kind != REMU_MR_UMEM && mr->kind != REMU_MR_ODP)
+		return -EOPNOTSUPP;
+	/* an implicit ODP MR's root umem starts at address 0 == iova 0 */
+	*va = mr->umem->address + (iova - mr->iova);
+	return 0;
+}
+
 int remu_mr_fast_reg(struct remu_mr *mr, u32 key, unsigned int access,
 		     u64 iova, u64 length)
 {

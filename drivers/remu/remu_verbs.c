@@ -181,6 +181,7 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 {
 	struct remu_alloc_ucontext_resp resp = {
 		.abi_version = REMU_ABI_VERSION,
+		.comp_mask = REMU_UCTX_INLINE_RECV,
 	};
 	struct remu_ucontext *uc = to_remu_uc(uctx);
 	int err;

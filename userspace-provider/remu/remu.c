@@ -154,6 +154,7 @@ static struct verbs_context *remu_alloc_context(struct ibv_device *ibdev,
 		goto err;
 	}
 
+	ctx->kernel_caps = resp.comp_mask;
 	verbs_set_ops(&ctx->vctx, &remu_ctx_ops);
 	return &ctx->vctx;
 

@@ -19,6 +19,7 @@ struct remu_device {
 
 struct remu_context {
 	struct verbs_context vctx;
+	uint32_t kernel_caps;	/* REMU_UCTX_* the module offered */
 };
 
 /* A CQ: the provider consumes its ring in poll_cq. */
@@ -26,6 +27,7 @@ struct remu_cq {
 	struct ibv_cq ibcq;
 	pthread_spinlock_t lock;
 	struct remu_uring ring;
+	int inline_recv;	/* slots are struct remu_cqe_ext */
 };
 
 /* A QP: the provider produces into its SQ and RQ rings. */
