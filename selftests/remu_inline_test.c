@@ -20,12 +20,14 @@
  * local error completes the receive and the QP goes on): a bad lkey and
  * an MR without LOCAL_WRITE give LOC_PROT_ERR, a buffer too short gives
  * LOC_LEN_ERR, and nothing is written: the kernel checks the WQE before
- * choosing the inline path.  dm: a receive into device memory takes the
+ * choosing the inline path.  odp: receive buffers in never touched pages
+ * of an explicit and of an implicit ODP MR go inline too.  dm: a receive into device memory takes the
  * normal path (counter unchanged) and lands in the DM.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -447,6 +449,45 @@ TEST_F(inl, errors)
 	EXPECT_EQ(GUARD, rb[GRH_LEN + 8]);
 	/* and the QP still delivers */
 	one_size(_metadata, self, variant->on, 16);
+}
+
+/* receive buffers in ODP MRs (explicit and implicit) qualify too */
+TEST_F(inl, odp)
+{
+	size_t maplen = 1 << 16;
+	uint8_t *m = mmap(NULL, maplen, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND;
+	uint32_t len = 24, room = self->grh + len;
+	struct ibv_mr *mr[2];
+	long long before;
+	struct ibv_sge sg;
+	struct ibv_wc wc;
+	int i;
+
+	ASSERT_NE(MAP_FAILED, m);
+	mr[0] = ibv_reg_mr(self->r.pd, m, maplen, access);
+	ASSERT_NE(NULL, mr[0]);
+	mr[1] = ibv_reg_mr(self->r.pd, NULL, SIZE_MAX, access);
+	ASSERT_NE(NULL, mr[1]);
+	for (i = 0; i < 2; i++) {
+		/* a page never touched before: nothing resident */
+		uint8_t *rb = m + 4096 * (1 + 2 * i) + 5;
+
+		sg = (struct ibv_sge){ (uintptr_t)rb, room, mr[i]->lkey };
+		fill(self->s.buf, len, 8 + i);
+		before = inline_recvs();
+		ASSERT_EQ(0, post_recv(self, &sg, 1));
+		ASSERT_EQ(IBV_WC_SUCCESS, send_msg(self, len, 0, &wc));
+		EXPECT_EQ(room, wc.byte_len);
+		EXPECT_EQ(0, memcmp(rb + self->grh, self->s.buf, len));
+		EXPECT_EQ(0, rb[room]);
+		EXPECT_EQ(before + expect_inline(self, variant->on, len),
+			  inline_recvs());
+	}
+	EXPECT_EQ(0, ibv_dereg_mr(mr[1]));
+	EXPECT_EQ(0, ibv_dereg_mr(mr[0]));
+	munmap(m, maplen);
 }
 
 /* device memory as the receive buffer: the normal path */

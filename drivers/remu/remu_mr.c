@@ -6,7 +6,8 @@
  * (get_dma_mr, reg_user_mr, alloc_mr, map_mr_sg, dereg_mr), fast
  * registration and invalidation for the engines (remu_mr_fast_reg,
  * remu_mr_invalidate), and every access to MR memory: lookup, check, copy
- * to/from buffers and skbs, atomics, SGE lists.  The contract, the error
+ * to/from buffers and skbs, atomics, SGE lists, and the process address
+ * of a host-memory MR's iova for inline receive.  The contract, the error
  * numbers and the lifetime rules are documented in remu_mr.h.
  *
  * Backings: REMU_MR_KERNEL (kernel linear map), REMU_MR_UMEM (pinned user

@@ -15,6 +15,11 @@
  * rkey, bounds, length); UD checks the Q_Key and writes the 40-byte
  * GRH area (IPv4: the IPv4 header in its last 20 bytes) before the data.
  *
+ * Inline receive (remu_resp_inline()): a small single-packet message for
+ * a CQ that asked for it is not scattered but put in the CQE with the
+ * checked process addresses of its receive buffers; libremu copies it at
+ * poll time (uapi remu-abi.h, docs/architecture.md).
+ *
  * Runs only in the QP's work item (remu_eng_run()).  RQ slots are
  * consumed under qp->rq.cons_lock when the completion is written (so a
  * flush and the responder never both complete one); SRQ slots are

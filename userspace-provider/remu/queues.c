@@ -9,6 +9,10 @@
  * no system call.  Control verbs go through the ibv_cmd_* commands, whose
  * responses say where each ring is mapped.
  *
+ * Inline receive: unless REMU_SCATTER_TO_CQE=0, CQs are created with
+ * REMU_CREATE_CQ_INLINE_RECV; poll_cq then copies a small receive's data
+ * from the CQE slot to the addresses the kernel checked and put there.
+ *
  * Locking: one spinlock per ring (cq->lock, qp->sq_lock, qp->rq_lock,
  * srq->lock) serialises this process's threads on that ring's index.
  */
