@@ -112,7 +112,8 @@ static void remu_resp_post(struct remu_qp *qp, struct remu_cqe *cqe,
 {
 	if (ext) {
 		ext->cqe = *cqe;
-		remu_cq_post_ext(qp->rcq, ext, solicited);
+		if (!remu_cq_post_ext(qp->rcq, ext, solicited))
+			remu_count(qp->rdev, REMU_CNT_INLINE_RECV);
 	} else {
 		remu_cq_post(qp->rcq, cqe, solicited);
 	}
@@ -177,8 +178,6 @@ static void remu_resp_complete_ext(struct remu_qp *qp, struct sk_buff *skb,
 	e->roff = 0;
 	if (status == IB_WC_SUCCESS)
 		remu_count(qp->rdev, REMU_CNT_RDMA_RECV);
-	if (ext)
-		remu_count(qp->rdev, REMU_CNT_INLINE_RECV);
 }
 
 static void remu_resp_complete(struct remu_qp *qp, struct sk_buff *skb,
