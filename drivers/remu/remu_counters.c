@@ -36,6 +36,7 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_COMP_RETRY]		= { .name = "completer_retry_err" },
 	[REMU_CNT_RDMA_SEND]		= { .name = "rdma_sends" },
 	[REMU_CNT_RDMA_RECV]		= { .name = "rdma_recvs" },
+	[REMU_CNT_INLINE_RECV]		= { .name = "inline_recvs" },
 	[REMU_CNT_ODP_PAGE_FAULTS]	= { .name = "num_page_faults" },
 	[REMU_CNT_ODP_PAGE_FAULT_PAGES]	= { .name = "num_page_fault_pages" },
 	[REMU_CNT_ODP_INVALIDATIONS]	= { .name = "num_invalidations" },

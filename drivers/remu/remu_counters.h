@@ -36,6 +36,7 @@ enum remu_counter {
 	REMU_CNT_COMP_RETRY,
 	REMU_CNT_RDMA_SEND,
 	REMU_CNT_RDMA_RECV,
+	REMU_CNT_INLINE_RECV,		/* receives delivered through the CQE */
 	/* on-demand paging (remu_odp.c); names of the classic ODP counters */
 	REMU_CNT_ODP_PAGE_FAULTS,
 	REMU_CNT_ODP_PAGE_FAULT_PAGES,

@@ -388,6 +388,20 @@ int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
 		  u64 len, enum remu_copy_dir dir, unsigned int access);
 
 /**
+ * remu_mr_user_va - the process address behind @iova of a host-memory MR
+ * @mr:		MR with a reference held, already checked for the range
+ * @iova:	an iova inside the MR
+ * @va:		the user virtual address there
+ *
+ * For inline receive (remu_resp.c): the provider, not the kernel, then
+ * writes the bytes, so only MRs over the process's own ordinary memory
+ * qualify: pinned (REMU_MR_UMEM) and ODP (REMU_MR_ODP, implicit: iova ==
+ * address).  Device memory, dma-buf, kernel and fast-reg MRs do not.
+ * Return: 0, or -EOPNOTSUPP for any other backing.
+ */
+int remu_mr_user_va(struct remu_mr *mr, u64 iova, u64 *va);
+
+/**
  * remu_mr_fast_reg - IB_WR_REG_MR: make a fast-reg MR valid under @key
  * @mr:		an MR from alloc_mr whose pages map_mr_sg set
  * @key:	new lkey == rkey; same index as the MR's, any tag
@@ -549,6 +563,9 @@ void remu_mr_dev_fini(struct remu_dev *rdev);
 struct ib_mr *remu_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 			       u64 iova, int access, struct ib_udata *udata);
+struct ib_mr *remu_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				 u64 length, u64 iova, int access,
+				 struct ib_pd *ibpd, struct ib_udata *udata);
 struct ib_mr *remu_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 			    u32 max_num_sg);
 int remu_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,

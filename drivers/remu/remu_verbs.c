@@ -181,6 +181,7 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 {
 	struct remu_alloc_ucontext_resp resp = {
 		.abi_version = REMU_ABI_VERSION,
+		.comp_mask = REMU_UCTX_INLINE_RECV,
 	};
 	struct remu_ucontext *uc = to_remu_uc(uctx);
 	int err;
@@ -325,6 +326,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.reg_user_mr = remu_reg_user_mr,
 	.reg_user_mr_dmabuf = remu_reg_user_mr_dmabuf,
 	.req_notify_cq = remu_req_notify_cq,
+	.rereg_user_mr = remu_rereg_user_mr,
 	.resize_cq = remu_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, remu_ah, ib_ah),
