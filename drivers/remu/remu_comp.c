@@ -72,6 +72,20 @@ void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status)
 	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
 }
 
+/*
+ * The WQE at ring index @idx (the oldest) fails with @status and the QP
+ * goes to ERR: the state changes first, so a consumer that polls this
+ * completion and then queries the QP sees ERR; the rest is flushed after
+ * it, in ring order.
+ */
+void remu_comp_fail_wqe(struct remu_qp *qp, u32 idx, int status)
+{
+	bool entered = remu_qp_error_begin(qp);
+
+	remu_comp_wqe(qp, idx, status);
+	remu_qp_error_end(qp, entered);
+}
+
 static unsigned long remu_timeout_jiffies(u8 timeout)
 {
 	/* 4.096 us * 2^timeout, at least 10 ms (TCG guests are slow) */
@@ -367,8 +381,9 @@ static void remu_comp_fail(struct remu_qp *qp, int status)
 	del_timer(&qp->eng.timer);
 	if (qp->sq.ring.cons != qp->eng.head ||
 	    qp->eng.st[qp->sq.ring.cons & qp->sq.ring.mask].valid)
-		remu_comp_wqe(qp, qp->sq.ring.cons, status);
-	remu_qp_error(qp);
+		remu_comp_fail_wqe(qp, qp->sq.ring.cons, status);
+	else
+		remu_qp_error(qp);
 }
 
 static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)

@@ -263,10 +263,13 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb);
 void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb);
 void remu_comp_timeout(struct remu_qp *qp);
 void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status);
+void remu_comp_fail_wqe(struct remu_qp *qp, u32 idx, int status);
 void remu_comp_arm(struct remu_qp *qp);
 
 /* remu_qp.c */
 void remu_qp_error(struct remu_qp *qp);
+bool remu_qp_error_begin(struct remu_qp *qp);
+void remu_qp_error_end(struct remu_qp *qp, bool entered);
 u32 remu_wc_opcode(u32 wr_opcode);
 
 #endif /* REMU_ENG_H */

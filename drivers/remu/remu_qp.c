@@ -583,27 +583,52 @@ int remu_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 }
 
 /**
- * remu_qp_error - an engine moves the QP to ERR (a completion error)
+ * remu_qp_error_begin - an engine moves the QP to ERR (a completion error)
  * @qp: the QP
  *
- * Flushes what is left in the SQ and RQ, as modify_qp to ERR does.
- * Context: the QP's work item; takes qp->mutex.
+ * Takes qp->mutex and sets the state, so that a consumer that polls the
+ * error completion the caller posts next already finds the QP in ERR (as
+ * on real NICs).  remu_qp_error_end() flushes and drops the mutex.
+ * Context: the QP's work item.
+ * Return: true if this call moved the QP to ERR.
  */
-void remu_qp_error(struct remu_qp *qp)
+bool remu_qp_error_begin(struct remu_qp *qp)
 {
-	mutex_lock(&qp->mutex);
-	if (qp->state != IB_QPS_ERR && qp->state != IB_QPS_RESET) {
-		enum ib_qp_state cur = qp->state;
+	enum ib_qp_state cur;
 
-		qp->attr.qp_state = IB_QPS_ERR;
-		WRITE_ONCE(qp->state, IB_QPS_ERR);
-		remu_eng_modify(qp, cur, IB_QPS_ERR);
+	mutex_lock(&qp->mutex);
+	cur = qp->state;
+	if (cur == IB_QPS_ERR || cur == IB_QPS_RESET)
+		return false;
+	qp->attr.qp_state = IB_QPS_ERR;
+	WRITE_ONCE(qp->state, IB_QPS_ERR);
+	remu_eng_modify(qp, cur, IB_QPS_ERR);
+	return true;
+}
+
+/**
+ * remu_qp_error_end - finish remu_qp_error_begin()
+ * @qp: the QP
+ * @entered: what remu_qp_error_begin() returned
+ *
+ * Flushes what is left in the SQ and RQ, as modify_qp to ERR does, and
+ * drops qp->mutex.
+ */
+void remu_qp_error_end(struct remu_qp *qp, bool entered)
+{
+	if (entered) {
 		remu_flush_sq(qp);
 		remu_flush_rq(qp);
 		if (qp->srq)
 			queue_work(remu_wq, &qp->send_work);
 	}
 	mutex_unlock(&qp->mutex);
+}
+
+/* remu_qp_error - move the QP to ERR and flush (no completion of its own) */
+void remu_qp_error(struct remu_qp *qp)
+{
+	remu_qp_error_end(qp, remu_qp_error_begin(qp));
 }
 
 /*

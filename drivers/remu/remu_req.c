@@ -579,8 +579,7 @@ void remu_req_run(struct remu_qp *qp)
 		if (!sw->valid) {
 			err = remu_req_fetch(qp, idx);
 			if (err) {
-				remu_comp_wqe(qp, idx, err);
-				remu_qp_error(qp);
+				remu_comp_fail_wqe(qp, idx, err);
 				return;
 			}
 			if (remu_is_rd_atomic(w->opcode) && rc &&
@@ -610,12 +609,11 @@ void remu_req_run(struct remu_qp *qp)
 				break;
 			err = remu_req_local(qp, idx, w);
 			e->head++;
-			remu_comp_wqe(qp, idx, err ? IB_WC_MW_BIND_ERR :
-					       IB_WC_SUCCESS);
 			if (err) {
-				remu_qp_error(qp);
+				remu_comp_fail_wqe(qp, idx, IB_WC_MW_BIND_ERR);
 				return;
 			}
+			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
 			continue;
 		}
 		if ((w->flags & REMU_WQE_FENCE) && rc && e->rd_out &&
@@ -631,9 +629,8 @@ void remu_req_run(struct remu_qp *qp)
 			} else {
 				err = remu_req_av(qp, &av);
 				if (err) {
-					remu_comp_wqe(qp, idx,
-						      IB_WC_LOC_QP_OP_ERR);
-					remu_qp_error(qp);
+					remu_comp_fail_wqe(qp, idx,
+							   IB_WC_LOC_QP_OP_ERR);
 					return;
 				}
 				have_av = true;
@@ -659,16 +656,15 @@ void remu_req_run(struct remu_qp *qp)
 				}
 			}
 			if (err) {
-				remu_comp_wqe(qp, idx, IB_WC_LOC_QP_OP_ERR);
-				remu_qp_error(qp);
+				remu_comp_fail_wqe(qp, idx,
+						   IB_WC_LOC_QP_OP_ERR);
 				return;
 			}
 		}
 
 		err = remu_req_send_pkt(qp, idx, &av);
 		if (err) {
-			remu_comp_wqe(qp, idx, remu_local_status(err));
-			remu_qp_error(qp);
+			remu_comp_fail_wqe(qp, idx, remu_local_status(err));
 			return;
 		}
 		sw->sent = remu_is_rd_atomic(w->opcode) ? sw->npkts :

@@ -57,12 +57,16 @@ static void remu_resp_ack(struct remu_qp *qp, u32 psn, u8 syn, bool atomic,
 	remu_net_xmit(qp->rdev, &av, skb);
 }
 
-/* a fatal request error: NAK it (RC) and move the QP to ERR */
+/*
+ * A fatal request error: move the QP to ERR, then NAK the request (RC), so
+ * that by the time the requester sees the NAK this QP is in ERR already
+ * (a consumer that resets both QPs on the error finds them settled).
+ */
 static void remu_resp_fatal(struct remu_qp *qp, u32 psn, u8 syn)
 {
+	remu_qp_error(qp);
 	if (qp->ib_qp.qp_type == IB_QPT_RC)
 		remu_resp_ack(qp, psn, syn, false, 0);
-	remu_qp_error(qp);
 }
 
 /* No receive WQE for a SEND or WRITE_WITH_IMM on RC: ask for a retry. */
