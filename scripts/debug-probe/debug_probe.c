@@ -55,18 +55,33 @@ static noinline void probe_lock_inversion(void)
 	mutex_unlock(&probe_b);
 }
 
+/*
+ * Many objects, not one: a stale copy of a pointer (on a cached kernel
+ * stack, say) hides that object from kmemleak, and only the last few
+ * can have such copies.
+ */
 static noinline void probe_leak(void)
 {
-	void *p = kmalloc(200, GFP_KERNEL);
+	unsigned long *p;
+	int i;
 
-	pr_info("debug_probe: leaking %p\n", p);
+	for (i = 0; i < 32; i++) {
+		p = kzalloc(200, GFP_KERNEL);
+		if (p)
+			WRITE_ONCE(*p, i);
+	}
+	pr_info("debug_probe: leaked 32 objects of 200 bytes\n");
 }
 
+/*
+ * Lockdep first: any taint (each of the other reports adds one) turns lock
+ * debugging off for good.
+ */
 static int __init debug_probe_init(void)
 {
-	probe_oob_read();
-	probe_sleep_in_atomic();
 	probe_lock_inversion();
+	probe_sleep_in_atomic();
+	probe_oob_read();
 	probe_leak();
 	return 0;
 }
