@@ -3,7 +3,7 @@
 # remu - convenience wrapper around kbuild (see Kbuild), the provider build
 # inside rdma-core, the selftests and the VM test harness.
 #
-#   make            module + provider + selftests (warnings are errors)
+#   make            module + provider + selftests + tools (warnings are errors)
 #   make C=1        the same, with sparse over the module
 #   make check      everything, then the whole test suite in the VM
 #   make check-debug  everything, then the suite in the VM on a debug kernel
@@ -24,10 +24,10 @@ PROVIDER_LIBDIR ?= /usr/lib/$(MULTIARCH)/libibverbs
 DRIVER_CONF_DIR ?= /etc/libibverbs.d
 INSTALL_MOD_DIR ?= updates
 
-.PHONY: all module provider selftests check check-debug debug-kernel demo setup install \
+.PHONY: all module provider selftests tools check check-debug debug-kernel demo setup install \
 	install-module install-provider clean need-kdir
 
-all: module provider selftests
+all: module provider selftests tools
 
 need-kdir:
 	@if [ -z "$(KDIR)" ] || [ ! -d "$(KDIR)" ]; then \
@@ -42,6 +42,10 @@ provider:
 
 selftests:
 	$(MAKE) -C selftests
+
+# programs of the project's own (tools/remu_dm_bench for scripts/bench --dm)
+tools:
+	$(MAKE) -C tools
 
 setup:
 	scripts/setup
@@ -82,4 +86,5 @@ clean:
 	if [ -n "$(KDIR)" ] && [ -d "$(KDIR)" ]; then \
 		$(MAKE) -C $(KDIR) M=$(CURDIR) clean; fi
 	$(MAKE) -C selftests clean
+	$(MAKE) -C tools clean
 	rm -rf build/provider

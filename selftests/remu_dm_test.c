@@ -14,12 +14,30 @@
  * allocations until ENOMEM, fragmented, then fully recovered; the pool's
  * statistics in sysfs (dm_size, dm_in_use, dm_allocs, dm_largest_free);
  * and the object counters (debugfs remu/objects) back to their baseline.
+ *
+ * Isolation across processes (dm.other_process_*): a forked process with
+ * its own context cannot register the parent's DM by its handle number
+ * (the raw REG_DM_MR command, which works on its own DM), and neither the
+ * parent's DM MR rkey nor its lkey is usable from a QP in the child's PD.
+ * A process killed with DMs, an MR and a second mapping live leaves the
+ * pool and the object counts as they were (dm.process_exit_frees_all).
+ *
+ * The dmpool fixture checks the pool's layout for any dm_pool_kb: the
+ * pool size it expects comes from the environment (REMU_DM_POOL_KB, the
+ * module parameter the module was loaded with; 1024 if unset), so
+ * selftests/remu_dm_pool_test.sh reloads the module with other sizes and
+ * runs `remu_dm_test -f dmpool` against each.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <rdma/ib_user_ioctl_cmds.h>
+#include <rdma/rdma_user_ioctl.h>
 
 #include "kselftest_harness.h"
 #include "remu_test.h"
@@ -862,6 +880,555 @@ TEST_F(dm, two_process_isolation)
 	ASSERT_EQ(0, ibv_memcpy_from_dm(got, dm, 0, PAGE));
 	EXPECT_EQ(0, memcmp(got, secret, PAGE));
 	ASSERT_EQ(0, ibv_free_dm(dm));
+}
+
+/* ---- isolation between processes ---- */
+
+/*
+ * REG_DM_MR as a raw uverbs ioctl on @ctx's command file, naming the DM
+ * and the PD by handle number: what any process can send, whatever
+ * libibverbs would do.  Returns 0 (the MR's handle in *@mr_handle) or the
+ * errno.
+ */
+static int raw_reg_dm_mr(struct ibv_context *ctx, uint32_t pd_handle,
+			 uint32_t dm_handle, uint64_t off, uint64_t len,
+			 uint32_t *mr_handle, uint32_t *lkey, uint32_t *rkey)
+{
+	struct {
+		struct ib_uverbs_ioctl_hdr hdr;
+		struct ib_uverbs_attr attr[8];
+	} cmd = {};
+	struct ib_uverbs_attr *a = cmd.attr;
+
+	cmd.hdr.length = sizeof(cmd);
+	cmd.hdr.object_id = UVERBS_OBJECT_MR;
+	cmd.hdr.method_id = UVERBS_METHOD_DM_MR_REG;
+	cmd.hdr.num_attrs = 8;
+	a[0].attr_id = UVERBS_ATTR_REG_DM_MR_HANDLE;
+	a[1].attr_id = UVERBS_ATTR_REG_DM_MR_OFFSET;
+	a[1].len = 8;
+	a[1].data = off;
+	a[2].attr_id = UVERBS_ATTR_REG_DM_MR_LENGTH;
+	a[2].len = 8;
+	a[2].data = len;
+	a[3].attr_id = UVERBS_ATTR_REG_DM_MR_PD_HANDLE;
+	a[3].data = pd_handle;
+	a[4].attr_id = UVERBS_ATTR_REG_DM_MR_ACCESS_FLAGS;
+	a[4].len = 8;
+	a[4].data = DM_RIGHTS;
+	a[5].attr_id = UVERBS_ATTR_REG_DM_MR_DM_HANDLE;
+	a[5].data = dm_handle;
+	a[6].attr_id = UVERBS_ATTR_REG_DM_MR_RESP_LKEY;
+	a[6].len = sizeof(*lkey);
+	a[6].data = (uintptr_t)lkey;
+	a[7].attr_id = UVERBS_ATTR_REG_DM_MR_RESP_RKEY;
+	a[7].len = sizeof(*rkey);
+	a[7].data = (uintptr_t)rkey;
+	if (ioctl(ctx->cmd_fd, RDMA_VERBS_IOCTL, &cmd))
+		return errno;
+	*mr_handle = a[0].data;
+	return 0;
+}
+
+/* MR_DESTROY as a raw uverbs ioctl: undoes raw_reg_dm_mr() */
+static int raw_destroy_mr(struct ibv_context *ctx, uint32_t mr_handle)
+{
+	struct {
+		struct ib_uverbs_ioctl_hdr hdr;
+		struct ib_uverbs_attr attr[1];
+	} cmd = {};
+
+	cmd.hdr.length = sizeof(cmd);
+	cmd.hdr.object_id = UVERBS_OBJECT_MR;
+	cmd.hdr.method_id = UVERBS_METHOD_MR_DESTROY;
+	cmd.hdr.num_attrs = 1;
+	cmd.attr[0].attr_id = UVERBS_ATTR_DESTROY_MR_HANDLE;
+	cmd.attr[0].data = mr_handle;
+	return ioctl(ctx->cmd_fd, RDMA_VERBS_IOCTL, &cmd) ? errno : 0;
+}
+
+/*
+ * The child's half of dm.other_process_handle_refused: its own context
+ * names the parent's DM by handle number.  Exit 0 if refused, and only
+ * then; other codes say which step went wrong.
+ */
+static int child_reg_other_dm(uint32_t their_handle)
+{
+	struct ibv_context *ctx = remu_open("remu0");
+	uint32_t h, lkey = 0, rkey = 0;
+	struct ibv_dm *mine;
+	struct ibv_pd *pd;
+	int mrs, err;
+
+	if (!ctx)
+		return 10;
+	pd = ibv_alloc_pd(ctx);
+	mine = dm_alloc(ctx, PAGE, 0);
+	if (!pd || !mine)
+		return 11;
+	/* the number must mean nothing of ours, or the test proves nothing */
+	if (their_handle == mine->handle || their_handle == pd->handle)
+		return 12;
+	/* the raw command works: on our own DM */
+	if (raw_reg_dm_mr(ctx, pd->handle, mine->handle, 0, PAGE, &h, &lkey,
+			  &rkey))
+		return 13;
+	if (raw_destroy_mr(ctx, h))
+		return 14;
+	/* and is refused on the parent's, nothing created */
+	mrs = remu_obj_count("mr");
+	err = raw_reg_dm_mr(ctx, pd->handle, their_handle, 0, PAGE, &h, &lkey,
+			    &rkey);
+	if (!err)
+		return 15;
+	printf("# the parent's DM handle %u: %s\n", their_handle,
+	       strerror(err));
+	if (remu_obj_count("mr") != mrs)
+		return 16;
+	if (ibv_free_dm(mine) || ibv_dealloc_pd(pd))
+		return 17;
+	ibv_close_device(ctx);
+	return 0;
+}
+
+/*
+ * Another process cannot register this one's DM by its handle number:
+ * handles are per context, so on the child's own command file the number
+ * names nothing (the raw command, which the child shows working on a DM
+ * of its own, fails and creates no MR).  The parent's DM is untouched.
+ */
+TEST_F(dm, other_process_handle_refused)
+{
+	uint8_t secret[PAGE], got[PAGE];
+	struct ibv_dm *pad, *dm;
+	int st;
+	pid_t pid;
+
+	/* a DM first, so that this one's handle is past the child's two */
+	pad = dm_alloc(self->ctx, PAGE, 0);
+	dm = dm_alloc(self->ctx, PAGE, 0);
+	ASSERT_TRUE(pad && dm);
+	memset(secret, 0x3c, sizeof(secret));
+	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, secret, PAGE));
+
+	fflush(stdout);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(child_reg_other_dm(dm->handle));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	ASSERT_EQ(0, ibv_memcpy_from_dm(got, dm, 0, PAGE));
+	EXPECT_EQ(0, memcmp(got, secret, PAGE));
+	ASSERT_EQ(0, ibv_free_dm(dm));
+	ASSERT_EQ(0, ibv_free_dm(pad));
+}
+
+/*
+ * The child's half of dm.other_process_keys_refused: two connections
+ * remu0 <-> remu1, each in a context and PD of its own; each has a DM MR
+ * of its own on remu0 to show the operation works.  Exit 0 when the
+ * parent's lkey and rkey were refused, and only then.
+ */
+struct kid_conn {
+	struct side a, b;	/* a: remu0, b: remu1 */
+	struct ibv_dm *dm;	/* on a */
+	struct ibv_mr *dmr;	/* on dm, a's PD */
+	struct ibv_mr *hmr;	/* host memory on b */
+};
+
+static int kid_conn_open(struct kid_conn *k, uint8_t *host)
+{
+	if (side_open(&k->a, "remu0") || side_open(&k->b, "remu1") ||
+	    side_connect(&k->a, &k->b) || side_connect(&k->b, &k->a))
+		return -1;
+	k->dm = dm_alloc(k->a.ctx, PAGE, 0);
+	k->dmr = k->dm ? ibv_reg_dm_mr(k->a.pd, k->dm, 0, PAGE, DM_RIGHTS) :
+			 NULL;
+	k->hmr = ibv_reg_mr(k->b.pd, host, PAGE, IBV_ACCESS_LOCAL_WRITE |
+			    IBV_ACCESS_REMOTE_WRITE);
+	return k->dmr && k->hmr ? 0 : -1;
+}
+
+static void kid_conn_close(struct kid_conn *k)
+{
+	if (k->hmr)
+		ibv_dereg_mr(k->hmr);
+	if (k->dmr)
+		ibv_dereg_mr(k->dmr);
+	if (k->dm)
+		ibv_free_dm(k->dm);
+	side_close(&k->a);
+	side_close(&k->b);
+}
+
+static int child_use_other_keys(uint32_t their_rkey, uint32_t their_lkey)
+{
+	struct kid_conn k1 = {}, k2 = {};
+	uint8_t *host = aligned_alloc(PAGE, PAGE), got[64], zero[64] = {};
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE };
+	int ret = 0;
+
+	if (!host)
+		return 20;
+	memset(host, 0, PAGE);
+	if (kid_conn_open(&k1, host) || kid_conn_open(&k2, host))
+		return 21;
+
+	/* remu0 WRITEs from its own DM MR (local SGE) to remu1: works */
+	memset(got, 0x5a, sizeof(got));
+	if (ibv_memcpy_to_dm(k1.dm, 0, got, sizeof(got)))
+		return 22;
+	sge = (struct ibv_sge){ 0, 64, k1.dmr->lkey };
+	wr.wr.rdma.remote_addr = (uintptr_t)host;
+	wr.wr.rdma.rkey = k1.hmr->rkey;
+	if (run_wr(&k1.a, &wr) != IBV_WC_SUCCESS || memcmp(host, got, 64))
+		return 23;
+	/* the parent's lkey from a QP in our PD: a local protection error */
+	sge.lkey = their_lkey;
+	wr.wr.rdma.remote_addr = (uintptr_t)host + 128;
+	if (run_wr(&k1.a, &wr) != IBV_WC_LOC_PROT_ERR)
+		ret = 24;
+	if (memcmp(host + 128, zero, 64))
+		ret = ret ? ret : 25;
+
+	/* remu1 WRITEs into our own DM MR on remu0: works */
+	memset(host, 0x99, 64);
+	sge = (struct ibv_sge){ (uintptr_t)host, 64, k2.hmr->lkey };
+	wr.wr.rdma.remote_addr = 0;
+	wr.wr.rdma.rkey = k2.dmr->rkey;
+	if (run_wr(&k2.b, &wr) != IBV_WC_SUCCESS ||
+	    ibv_memcpy_from_dm(got, k2.dm, 0, 64) || memcmp(got, host, 64))
+		return 26;
+	/* the parent's rkey, arriving at a QP in our PD: refused */
+	wr.wr.rdma.rkey = their_rkey;
+	if (run_wr(&k2.b, &wr) != IBV_WC_REM_ACCESS_ERR)
+		ret = ret ? ret : 27;
+
+	kid_conn_close(&k1);
+	kid_conn_close(&k2);
+	free(host);
+	return ret;
+}
+
+/*
+ * The parent's DM MR cannot be reached from another process's QPs: its
+ * rkey in a WRITE arriving at a QP in another PD gives REM_ACCESS_ERR, its
+ * lkey in a local SGE LOC_PROT_ERR; the DM keeps its bytes.
+ */
+TEST_F(dm, other_process_keys_refused)
+{
+	uint8_t secret[PAGE], got[PAGE];
+	struct ibv_dm *dm;
+	struct ibv_mr *mr;
+	int st;
+	pid_t pid;
+
+	dm = dm_alloc(self->ctx, PAGE, 0);
+	ASSERT_NE(NULL, dm);
+	mr = ibv_reg_dm_mr(self->pd, dm, 0, PAGE, DM_RIGHTS);
+	ASSERT_NE(NULL, mr);
+	memset(secret, 0xc3, sizeof(secret));
+	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, secret, PAGE));
+
+	fflush(stdout);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(child_use_other_keys(mr->rkey, mr->lkey));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(0, WEXITSTATUS(st));
+	ASSERT_EQ(0, ibv_memcpy_from_dm(got, dm, 0, PAGE));
+	EXPECT_EQ(0, memcmp(got, secret, PAGE));
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+	ASSERT_EQ(0, ibv_free_dm(dm));
+}
+
+/*
+ * Process exit frees everything: a child allocates DMs, registers an MR on
+ * one, maps one a second time and exits without freeing anything; the
+ * pool, its statistics and the object counts are back where they were.
+ */
+TEST_F(dm, process_exit_frees_all)
+{
+	long long used0 = dm_stat("dm_in_use"), n0 = dm_stat("dm_allocs");
+	int pipefd[2], st;
+	char c;
+	pid_t pid;
+
+	ASSERT_EQ(0, pipe(pipefd));
+	fflush(stdout);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct ibv_context *ctx = remu_open("remu0");
+		struct ibv_dm *d1, *d2;
+		struct ibv_pd *pd;
+		long long off;
+
+		close(pipefd[0]);
+		if (!ctx)
+			_exit(10);
+		pd = ibv_alloc_pd(ctx);
+		d1 = dm_alloc(ctx, 3 * PAGE, 0);
+		d2 = dm_alloc(ctx, 5 * PAGE, 0);
+		if (!pd || !d1 || !d2 ||
+		    !ibv_reg_dm_mr(pd, d1, 0, PAGE, DM_RIGHTS))
+			_exit(11);
+		off = dm_map_offset(5 * PAGE);
+		if (off < 0 || mmap(NULL, 5 * PAGE, PROT_READ, MAP_SHARED,
+				    ctx->cmd_fd, off) == MAP_FAILED)
+			_exit(12);
+		if (write(pipefd[1], "r", 1) != 1)
+			_exit(13);
+		pause();	/* killed by the parent */
+		_exit(14);
+	}
+	close(pipefd[1]);
+	ASSERT_EQ(1, read(pipefd[0], &c, 1));
+	close(pipefd[0]);
+	/* the child's allocations are live */
+	EXPECT_EQ(used0 + 8 * PAGE, dm_stat("dm_in_use"));
+	EXPECT_EQ(n0 + 2, dm_stat("dm_allocs"));
+	EXPECT_EQ(self->mr0 + 1, remu_obj_count("mr"));
+	ASSERT_EQ(0, kill(pid, SIGKILL));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFSIGNALED(st));
+	EXPECT_EQ(used0, dm_stat("dm_in_use"));
+	EXPECT_EQ(n0, dm_stat("dm_allocs"));
+	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
+	EXPECT_EQ(self->mr0, remu_obj_count("mr"));
+}
+
+/* ---- the pool's layout for any dm_pool_kb ---- */
+
+#define MAX_CHUNKS	64
+#define CHUNK_MAX	(4 << 20)	/* 1 << MAX_PAGE_ORDER pages */
+#define POOL_MAX_KB	65536
+
+/*
+ * The chunks the module makes of REMU_DM_POOL_KB (docs/device-memory.md):
+ * the size capped at the maximum and rounded up to pages, cut greedily
+ * into the largest power of two of pages that fits, at most 4 MiB each.
+ * Returns the number of chunks, largest first.
+ */
+static int pool_chunks(uint64_t *chunk, uint64_t *total)
+{
+	const char *env = getenv("REMU_DM_POOL_KB");
+	uint64_t kb = env ? strtoull(env, NULL, 0) : 1024, left, c;
+	int n = 0;
+
+	if (kb > POOL_MAX_KB)
+		kb = POOL_MAX_KB;
+	left = (kb * 1024 + PAGE - 1) / PAGE * PAGE;
+	*total = left;
+	while (left && n < MAX_CHUNKS) {
+		for (c = CHUNK_MAX; c > left; c /= 2)
+			;
+		chunk[n++] = c;
+		left -= c;
+	}
+	return n;
+}
+
+FIXTURE(dmpool) {
+	struct side a;		/* remu0: the pool's device */
+	struct ibv_context *ctx;	/* a.ctx */
+	uint64_t chunk[MAX_CHUNKS], total;
+	int nchunks, dm0;
+};
+
+FIXTURE_SETUP(dmpool)
+{
+	self->nchunks = pool_chunks(self->chunk, &self->total);
+	self->dm0 = remu_obj_count("dm");
+	ASSERT_LE(0, self->dm0);
+	ASSERT_EQ(0, side_open(&self->a, "remu0"));
+	self->ctx = self->a.ctx;
+	/* the pool is idle: these tests account for all of it */
+	ASSERT_EQ(0, dm_stat("dm_in_use"));
+	ASSERT_EQ(0, dm_stat("dm_allocs"));
+	TH_LOG("pool %llu bytes in %d chunk(s), largest %llu",
+	       (unsigned long long)self->total, self->nchunks,
+	       (unsigned long long)(self->nchunks ? self->chunk[0] : 0));
+}
+
+FIXTURE_TEARDOWN(dmpool)
+{
+	side_close(&self->a);
+	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
+	EXPECT_EQ(0, dm_stat("dm_in_use"));
+}
+
+/* max_dm_size and sysfs say what the parameter asked for */
+TEST_F(dmpool, size_reported)
+{
+	struct ibv_device_attr_ex attr = {};
+
+	ASSERT_EQ(0, ibv_query_device_ex(self->ctx, NULL, &attr));
+	EXPECT_EQ(self->total, attr.max_dm_size);
+	EXPECT_EQ(self->total, dm_stat("dm_size"));
+	EXPECT_EQ(self->nchunks ? self->chunk[0] : 0,
+		  dm_stat("dm_largest_free"));
+	if (!self->total) {
+		/* no device memory: every allocation refused, nothing made */
+		EXPECT_EQ(NULL, dm_alloc(self->ctx, 1, 0));
+		EXPECT_EQ(EOPNOTSUPP, errno);
+		EXPECT_EQ(NULL, dm_alloc(self->ctx, PAGE, 12));
+		EXPECT_EQ(EOPNOTSUPP, errno);
+		EXPECT_EQ(self->dm0, remu_obj_count("dm"));
+		EXPECT_EQ(0, dm_stat("dm_allocs"));
+	}
+}
+
+/*
+ * The largest allocation is one chunk, even when the pool holds more; one
+ * byte more is ENOMEM.  The alignment of a whole chunk is honoured, one
+ * more power of two refused.
+ */
+TEST_F(dmpool, largest_is_one_chunk)
+{
+	uint64_t big = self->nchunks ? self->chunk[0] : 0;
+	uint8_t *in, *out;
+	struct ibv_dm *dm;
+	int log;
+
+	if (!self->total)
+		SKIP(return, "dm_pool_kb=0: no device memory");
+	in = malloc(big);
+	out = malloc(big);
+	ASSERT_TRUE(in && out);
+	dm = dm_alloc(self->ctx, big, 0);
+	ASSERT_NE(NULL, dm);
+	pattern(in, big, 41);
+	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, in, big));
+	ASSERT_EQ(0, ibv_memcpy_from_dm(out, dm, 0, big));
+	EXPECT_EQ(0, memcmp(in, out, big));
+	ASSERT_EQ(0, ibv_free_dm(dm));
+
+	EXPECT_EQ(NULL, dm_alloc(self->ctx, big + 1, 0));
+	EXPECT_EQ(ENOMEM, errno);
+	TH_LOG("%llu + 1 bytes refused with %llu free in all",
+	       (unsigned long long)big,
+	       (unsigned long long)(self->total - dm_stat("dm_in_use")));
+
+	for (log = 0; (1ULL << log) < big; log++)
+		;
+	dm = dm_alloc(self->ctx, PAGE, log);
+	ASSERT_NE(NULL, dm);
+	ASSERT_EQ(0, ibv_free_dm(dm));
+	EXPECT_EQ(NULL, dm_alloc(self->ctx, PAGE, log + 1));
+	EXPECT_EQ(EINVAL, errno);
+	free(in);
+	free(out);
+}
+
+#define EDGE	64	/* bytes remu1 writes at the end of each allocation */
+
+/* the bytes remu1 WRITEs into the last EDGE bytes of allocation @i */
+static void edge_pattern(uint8_t *p, int i)
+{
+	int j;
+
+	for (j = 0; j < EDGE; j++)
+		p[j] = (uint8_t)(i * 13 + j + 5);
+}
+
+/*
+ * One allocation per chunk, largest first, fills the pool exactly: each
+ * takes a whole chunk (genalloc places an allocation in one chunk, and
+ * sizes equal to the chunks leave no room for anything else), nothing is
+ * left (ENOMEM for one byte, dm_largest_free 0), and every allocation
+ * keeps its own bytes.  Each allocation, in whichever chunk, is also a
+ * DM MR that remu1 WRITEs into (its last bytes) and READs from (its
+ * first), byte for byte.
+ */
+TEST_F(dmpool, fill_every_chunk)
+{
+	struct ibv_dm *dms[MAX_CHUNKS];
+	struct side b = {};
+	struct ibv_mr *hmr;
+	long long used = 0;
+	uint8_t *host;
+	uint64_t big = self->nchunks ? self->chunk[0] : 0;
+	uint8_t *buf, *out;
+	int i;
+
+	if (!self->total)
+		SKIP(return, "dm_pool_kb=0: no device memory");
+	buf = malloc(big);
+	out = malloc(big);
+	ASSERT_TRUE(buf && out);
+	for (i = 0; i < self->nchunks; i++) {
+		dms[i] = dm_alloc(self->ctx, self->chunk[i], 0);
+		ASSERT_NE(NULL, dms[i]) TH_LOG("chunk %d (%llu bytes)", i,
+					      (unsigned long long)self->chunk[i]);
+		pattern(buf, self->chunk[i], 1000 + i);
+		ASSERT_EQ(0, ibv_memcpy_to_dm(dms[i], 0, buf, self->chunk[i]));
+		used += self->chunk[i];
+		EXPECT_EQ(used, dm_stat("dm_in_use"));
+	}
+	EXPECT_EQ(self->total, dm_stat("dm_in_use"));
+	EXPECT_EQ(self->nchunks, dm_stat("dm_allocs"));
+	EXPECT_EQ(0, dm_stat("dm_largest_free"));
+	EXPECT_EQ(NULL, dm_alloc(self->ctx, 1, 0));
+	EXPECT_EQ(ENOMEM, errno);
+
+	/* remu1 -> each allocation through a DM MR on remu0 */
+	ASSERT_EQ(0, side_open(&b, "remu1"));
+	ASSERT_EQ(0, side_connect(&self->a, &b));
+	ASSERT_EQ(0, side_connect(&b, &self->a));
+	host = aligned_alloc(PAGE, PAGE);
+	ASSERT_NE(NULL, host);
+	hmr = ibv_reg_mr(b.pd, host, PAGE, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, hmr);
+	for (i = 0; i < self->nchunks; i++) {
+		uint32_t n = self->chunk[i] < EDGE ? self->chunk[i] : EDGE;
+		struct ibv_sge sge = { (uintptr_t)host, n, hmr->lkey };
+		struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_WRITE };
+		struct ibv_mr *mr;
+
+		mr = ibv_reg_dm_mr(self->a.pd, dms[i], 0, self->chunk[i],
+				   DM_RIGHTS);
+		ASSERT_NE(NULL, mr);
+		edge_pattern(host, i);
+		wr.wr.rdma.remote_addr = self->chunk[i] - n;
+		wr.wr.rdma.rkey = mr->rkey;
+		ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&b, &wr));
+		sge.addr = (uintptr_t)host + 2 * EDGE;
+		wr.opcode = IBV_WR_RDMA_READ;
+		wr.wr.rdma.remote_addr = 0;
+		ASSERT_EQ(IBV_WC_SUCCESS, run_wr(&b, &wr));
+		pattern(buf, self->chunk[i], 1000 + i);
+		edge_pattern(buf + self->chunk[i] - n, i);
+		EXPECT_EQ(0, memcmp(host + 2 * EDGE, buf, n))
+			TH_LOG("READ from allocation %d", i);
+		ASSERT_EQ(0, ibv_dereg_mr(mr));
+	}
+	ibv_dereg_mr(hmr);
+	side_close(&b);
+	free(host);
+
+	for (i = 0; i < self->nchunks; i++) {
+		pattern(buf, self->chunk[i], 1000 + i);
+		edge_pattern(buf + self->chunk[i] -
+			     (self->chunk[i] < EDGE ? self->chunk[i] : EDGE), i);
+		ASSERT_EQ(0, ibv_memcpy_from_dm(out, dms[i], 0,
+						self->chunk[i]));
+		EXPECT_EQ(0, memcmp(buf, out, self->chunk[i]))
+			TH_LOG("allocation %d", i);
+	}
+	for (i = 0; i < self->nchunks; i++)
+		ASSERT_EQ(0, ibv_free_dm(dms[i]));
+	EXPECT_EQ(0, dm_stat("dm_allocs"));
+	EXPECT_EQ(big, dm_stat("dm_largest_free"));
+	free(buf);
+	free(out);
 }
 
 TEST_HARNESS_MAIN
