@@ -2,7 +2,8 @@
 /*
  * remu_queue_test - CQs, QPs, SRQs and AHs on remu0: limits, the QP state
  * machine and its attribute checks, flush of posted WQEs into the CQ
- * ring, CQ resize/notify/overflow, cleanup when a process dies, and the
+ * ring, the SRQ's Last WQE Reached event, CQ resize/notify/overflow,
+ * cleanup when a process dies, and the
  * fast path: polling makes no system call, posting sends makes one (the
  * doorbell), posting receives makes none (counted with ptrace).
  *
@@ -776,6 +777,77 @@ TEST_F(q, srq_basic)
 	sia.attr.max_wr = 10;
 	sia.attr.max_sge = 17;
 	EXPECT_EQ(NULL, ibv_create_srq(self->pd, &sia));
+}
+
+/* the next async event within 1 s, for @qp only: its type, or -1 */
+static int qp_async_event(struct ibv_context *ctx, struct ibv_qp *qp)
+{
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+	int i, type;
+
+	for (i = 0; i < 10; i++) {
+		if (poll(&pfd, 1, 100) != 1)
+			continue;
+		if (ibv_get_async_event(ctx, &ev))
+			return -1;
+		type = ev.event_type;
+		if (ev.element.qp != qp)
+			type = -2;
+		ibv_ack_async_event(&ev);
+		if (type != -2)
+			return type;
+	}
+	return -1;
+}
+
+/*
+ * A QP on an SRQ that enters ERR raises IBV_EVENT_QP_LAST_WQE_REACHED
+ * (the kernel's ib_drain_qp() waits for it), once per entry to ERR; the
+ * SRQ's WQEs are not flushed by it.  A QP without an SRQ raises none.
+ */
+TEST_F(q, srq_last_wqe_reached)
+{
+	struct ibv_srq_init_attr sia = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ibv_qp_init_attr ia = {};
+	struct ibv_recv_wr wr = { .wr_id = 6 }, *bad;
+	struct ibv_qp *qp, *plain;
+	struct ibv_srq *srq;
+	struct ibv_wc wc;
+
+	srq = ibv_create_srq(self->pd, &sia);
+	ASSERT_NE(NULL, srq);
+	ASSERT_EQ(0, ibv_post_srq_recv(srq, &wr, &bad));
+	ia.send_cq = ia.recv_cq = self->cq;
+	ia.srq = srq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 4;
+	qp = ibv_create_qp(self->pd, &ia);
+	ASSERT_NE(NULL, qp);
+	ia.srq = NULL;
+	ia.cap.max_recv_wr = 4;
+	ia.cap.max_recv_sge = 1;
+	plain = ibv_create_qp(self->pd, &ia);
+	ASSERT_NE(NULL, plain);
+
+	ASSERT_EQ(0, to_init(plain));
+	ASSERT_EQ(0, to_state(plain, IBV_QPS_ERR));
+	EXPECT_EQ(-1, qp_async_event(self->ctx, plain));
+
+	ASSERT_EQ(0, to_init(qp));
+	ASSERT_EQ(0, to_state(qp, IBV_QPS_ERR));
+	EXPECT_EQ(IBV_EVENT_QP_LAST_WQE_REACHED, qp_async_event(self->ctx, qp));
+	EXPECT_EQ(-1, qp_async_event(self->ctx, qp));	/* only once */
+	EXPECT_EQ(0, ibv_poll_cq(self->cq, 1, &wc));	/* SRQ WQE kept */
+	/* through RESET into ERR again: raised again */
+	ASSERT_EQ(0, to_state(qp, IBV_QPS_RESET));
+	ASSERT_EQ(0, to_init(qp));
+	ASSERT_EQ(0, to_state(qp, IBV_QPS_ERR));
+	EXPECT_EQ(IBV_EVENT_QP_LAST_WQE_REACHED, qp_async_event(self->ctx, qp));
+
+	EXPECT_EQ(0, ibv_destroy_qp(plain));
+	EXPECT_EQ(0, ibv_destroy_qp(qp));
+	EXPECT_EQ(0, ibv_destroy_srq(srq));
 }
 
 /* AHs with IPv4-mapped and IPv6 GIDs; bad sgid index; UD post with AH. */

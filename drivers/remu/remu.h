@@ -123,6 +123,7 @@ enum remu_obj_type {
 	REMU_OBJ_AH,
 	REMU_OBJ_RING,
 	REMU_OBJ_DM,
+	REMU_OBJ_MW,
 	REMU_OBJ_TYPE_COUNT
 };
 

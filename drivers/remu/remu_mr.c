@@ -2,7 +2,8 @@
 /*
  * remu_mr.c - memory regions and the MR access layer (remu's software MMU).
  *
- * Owns: the per-device key table (struct remu_mr_table), the MR verbs
+ * Owns: the per-device key table (struct remu_mr_table; memory windows
+ * share its index space, see remu_mw.c), the MR verbs
  * (get_dma_mr, reg_user_mr, alloc_mr, map_mr_sg, dereg_mr), fast
  * registration and invalidation for the engines (remu_mr_fast_reg,
  * remu_mr_invalidate), and every access to MR memory: lookup, check, copy
@@ -516,12 +517,20 @@ int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	struct remu_mr *mr = to_remu_mr(ibmr);
 	struct remu_mr_table *t = &mr->rdev->mrs;
 
-	/* the verbs spec: an MR with bound memory windows stays */
-	if (atomic_read(&mr->num_mw))
+	/*
+	 * The verbs spec: an MR with bound memory windows stays.  Checked
+	 * under xa_lock, which remu_mr_mw_get() takes to count a window, so
+	 * a bind racing this either counts first (-EBUSY here) or sees the
+	 * MR ZOMBIE and fails.
+	 */
+	xa_lock(&t->xa);
+	if (atomic_read(&mr->num_mw)) {
+		xa_unlock(&t->xa);
 		return -EBUSY;
-
+	}
 	xchg(&mr->state, REMU_MR_ZOMBIE);
-	xa_erase(&t->xa, remu_key_index(mr->key));
+	__xa_erase(&t->xa, remu_key_index(mr->key));
+	xa_unlock(&t->xa);
 	atomic_dec(&t->count);
 	/* drop the owner's reference, then wait for accesses in flight */
 	remu_mr_put(mr);
@@ -532,6 +541,24 @@ int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	remu_obj_put(REMU_OBJ_MR);
 	kfree_rcu(mr, rcu);
 	return 0;
+}
+
+bool remu_mr_mw_get(struct remu_mr *mr)
+{
+	struct xarray *xa = &mr->rdev->mrs.xa;
+	bool ok;
+
+	xa_lock(xa);
+	ok = READ_ONCE(mr->state) == REMU_MR_VALID;
+	if (ok)
+		atomic_inc(&mr->num_mw);
+	xa_unlock(xa);
+	return ok;
+}
+
+void remu_mr_mw_put(struct remu_mr *mr)
+{
+	atomic_dec(&mr->num_mw);
 }
 
 /* ---- verbs ---- */
@@ -705,6 +732,7 @@ void remu_mr_dev_init(struct remu_dev *rdev)
 	a->max_fast_reg_page_list_len = REMU_MAX_FAST_REG_PAGES;
 	a->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
 	remu_odp_dev_init(rdev);
+	remu_mw_dev_init(rdev);
 }
 
 /**
@@ -718,4 +746,5 @@ void remu_mr_dev_fini(struct remu_dev *rdev)
 		       dev_name(&rdev->ib_dev.dev),
 		       atomic_read(&rdev->mrs.count));
 	xa_destroy(&rdev->mrs.xa);
+	remu_mw_dev_fini(rdev);
 }

@@ -51,6 +51,27 @@
  * umem_mutex, a dma-buf mapping) that ->unmap() drops, so a backing can
  * keep invalidation out for exactly as long as one segment is touched.
  *
+ * Memory windows (remu_mw.c).  A window's rkey has the same format and
+ * shares the 24-bit index space: its index is reserved in the MR xarray
+ * (an xa_alloc'ed NULL entry, so MR lookups miss it) and the window itself
+ * sits at the same index in mrs.mw_xa.  The responder never calls
+ * remu_mr_lookup() with a key from the wire: remu_rkey_get() finds the MR
+ * or the window that an rkey names and returns an access descriptor
+ * (struct remu_rkey): the MR, referenced, plus the range, rights, PD and,
+ * for a type 2B window, the QP that the key grants.  remu_rkey_check()
+ * checks an access against the descriptor, the copy functions then take
+ * rkey.mr and the same iova (windows are not zero based), and
+ * remu_rkey_put() drops the reference.  The descriptor is a snapshot taken
+ * under the window's lock: an access that got it before a rebind or an
+ * invalidation finishes inside the old window, on memory that stays
+ * registered until it is done (it holds an MR reference); one that looks
+ * the key up afterwards misses.  A bound window counts in mr->num_mw, so
+ * its MR cannot be deregistered (-EBUSY) until every window on it is
+ * unbound, invalidated or deallocated; remu_mr_mw_get() counts it under
+ * the MR xarray's lock, which deregistration holds while it checks.
+ * LOCAL_INV and SEND_WITH_INV go through remu_key_invalidate(), which
+ * invalidates a type 2B window or calls remu_mr_invalidate().
+ *
  * Lifetime and locking:
  *  - The xarray (xa_lock) only changes at registration and deregistration.
  *    Lookups are lockless under RCU: xa_load, check state and key, then
@@ -104,6 +125,8 @@ struct remu_mr_table {
 	atomic_t count;		/* live MRs, bounded by REMU_MAX_MR */
 	atomic64_t pages_pinned;
 	spinlock_t atomic_lock;	/* serialises remu_mr_atomic() */
+	struct xarray mw_xa;	/* index -> struct remu_window (remu_mw.c) */
+	atomic_t mw_count;	/* live memory windows, bounded by REMU_MAX_MW */
 };
 
 /** enum remu_mr_kind - the backing of an MR (how its memory is reached) */
@@ -126,7 +149,7 @@ enum remu_mr_state {
 /** enum remu_key_kind - where a key comes from */
 enum remu_key_kind {
 	REMU_LKEY,	/* from a local SGE (or a local WR) */
-	REMU_RKEY,	/* from the wire; will also name memory windows */
+	REMU_RKEY,	/* from the wire (remu_rkey_get() also finds windows) */
 };
 
 enum remu_copy_dir {
@@ -374,6 +397,128 @@ int remu_mr_fast_reg(struct remu_mr *mr, u32 key, unsigned int access,
  * bound to it.
  */
 int remu_mr_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key);
+
+/* ---- memory windows (remu_mw.c) ---- */
+
+struct remu_window;
+
+/**
+ * struct remu_mw - a memory window as the core sees it
+ * @ib_mw:	the core's MW (rkey mirrors the window's current key at alloc)
+ * @win:	the window, looked up by the data path under RCU
+ */
+struct remu_mw {
+	struct ib_mw ib_mw;
+	struct remu_window *win;
+};
+
+/**
+ * struct remu_rkey - what an rkey from the wire grants (access descriptor)
+ * @mr:		the MR whose memory is reached, referenced
+ * @win:	the key names a window: the fields below apply; otherwise
+ *		remu_rkey_check() checks against @mr itself
+ * @pd:		window: its PD
+ * @qpn:	type 2B window: the only QP it may be used through; 0: any
+ * @addr:	window: first iova (in the MR's iova space)
+ * @length:	window: bytes
+ * @access:	window: IB_ACCESS_REMOTE_* rights
+ */
+struct remu_rkey {
+	struct remu_mr *mr;
+	bool win;
+	struct remu_pd *pd;
+	u32 qpn;
+	u64 addr;
+	u64 length;
+	unsigned int access;
+};
+
+/**
+ * struct remu_mw_bind - the parameters of a bind WQE (IB_UVERBS_WR_BIND_MW)
+ * @mw_key:	names the window (its index; the tag is ignored)
+ * @new_key:	the rkey the window gets: same index, any tag
+ * @lkey:	the MR to bind to (unused when @length is 0)
+ * @addr:	first iova of the window, inside the MR
+ * @length:	bytes; 0 unbinds a type 1 window
+ * @access:	IB_ACCESS_REMOTE_{READ,WRITE,ATOMIC} (LOCAL_WRITE ignored)
+ */
+struct remu_mw_bind {
+	u32 mw_key;
+	u32 new_key;
+	u32 lkey;
+	u64 addr;
+	u64 length;
+	unsigned int access;
+};
+
+/**
+ * remu_rkey_get - find what @key names, for a remote access
+ * @rdev:	device
+ * @key:	rkey from the wire (all 32 bits must match)
+ * @rk:		filled in; rk->mr is referenced
+ *
+ * Context: any; lockless for MRs, the window's spinlock for windows.
+ * Return: 0, or -ENOENT if no valid MR or bound window has this key.
+ */
+int remu_rkey_get(struct remu_dev *rdev, u32 key, struct remu_rkey *rk);
+
+/**
+ * remu_rkey_check - may this remote access happen?
+ * @rk:		from remu_rkey_get()
+ * @pd:		PD of the QP doing the access
+ * @qpn:	number of that QP
+ * @iova, @len, @access: as remu_mr_check()
+ *
+ * Return: 0, -EPERM (other PD, or a type 2B window bound through another
+ * QP), -ERANGE (outside the MR or the window), -EACCES (rights).
+ */
+int remu_rkey_check(const struct remu_rkey *rk, struct remu_pd *pd, u32 qpn,
+		    u64 iova, u64 len, unsigned int access);
+
+static inline void remu_rkey_put(struct remu_rkey *rk)
+{
+	remu_mr_put(rk->mr);
+}
+
+/**
+ * remu_mw_bind - execute a bind WQE posted on a QP of @pd
+ * @rdev:	device
+ * @pd:		the QP's PD (window and MR must belong to it)
+ * @qpn:	the QP's number (a type 2B window is tied to it)
+ * @b:		the parameters
+ *
+ * Context: the requester engine; may sleep.
+ * Return: 0; -EINVAL (no such window, key of another window, bad rights,
+ * type 2B zero-length bind), -EBUSY (type 2B window already bound),
+ * -ENOENT (bad lkey), -EPERM (window or MR of another PD), -EACCES (MR
+ * without IB_ACCESS_MW_BIND, a kernel or fast-reg MR, or remote
+ * write/atomic on an MR without local write), -ERANGE (outside the MR).
+ * On error the window is unchanged.
+ */
+int remu_mw_bind(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
+		 const struct remu_mw_bind *b);
+
+/**
+ * remu_key_invalidate - IB_WR_LOCAL_INV or SEND_WITH_INV of @key
+ * @rdev:	device
+ * @pd:		PD of the QP carrying the invalidation
+ * @key:	the key (all 32 bits)
+ *
+ * A type 2B window is unbound; any other key goes to remu_mr_invalidate().
+ * Return: 0; as remu_mr_invalidate(), and for a window -EINVAL (another
+ * key), -EPERM (another PD), -EACCES (a type 1 window).
+ */
+int remu_key_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key);
+
+int remu_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int remu_dealloc_mw(struct ib_mw *ibmw);
+void remu_mw_dev_init(struct remu_dev *rdev);
+void remu_mw_dev_fini(struct remu_dev *rdev);
+
+/* remu_mr.c, for remu_mw.c: count a window bound to @mr, unless @mr is
+ * being deregistered (false); and uncount it */
+bool remu_mr_mw_get(struct remu_mr *mr);
+void remu_mr_mw_put(struct remu_mr *mr);
 
 /* For the test module: the remu device behind @ibdev, or NULL. */
 struct remu_dev *remu_dev_of(struct ib_device *ibdev);

@@ -31,6 +31,7 @@ static const char * const remu_obj_name[REMU_OBJ_TYPE_COUNT] = {
 	[REMU_OBJ_AH] = "ah",
 	[REMU_OBJ_RING] = "ring",
 	[REMU_OBJ_DM] = "dm",
+	[REMU_OBJ_MW] = "mw",
 };
 
 void remu_obj_get(enum remu_obj_type type)

@@ -31,6 +31,8 @@
 #define REMU_MAX_MR		0x100000
 #define REMU_MAX_MR_SIZE	(1ULL << 39)	/* 512 GiB */
 #define REMU_MAX_FAST_REG_PAGES	512
+/* memory windows: their keys share the MRs' 24-bit index space */
+#define REMU_MAX_MW		0x10000
 #define REMU_MAX_MSG_SZ		0x80000000u	/* 2 GiB, as IBTA allows */
 
 /*

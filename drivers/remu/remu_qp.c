@@ -21,7 +21,9 @@
  * IB_WC_WR_FLUSH_ERR into the QP's CQs; WQEs posted while in ERR are
  * flushed by the send work, which a user post_recv in ERR triggers with
  * a doorbell.  Entering RESET discards the WQEs without completions, and
- * so does destroy_qp (as on real NICs; consumers drain first).
+ * so does destroy_qp (as on real NICs; consumers drain first).  A QP on
+ * an SRQ that entered ERR raises IB_EVENT_QP_LAST_WQE_REACHED from its
+ * work item (ib_drain_qp() waits for it).
  *
  * Locking:
  *   qp->mutex            modify_qp/query_qp: state changes and qp->attr
@@ -424,6 +426,8 @@ u32 remu_wc_opcode(u32 wr_opcode)
 		return IB_WC_LOCAL_INV;
 	case IB_WR_REG_MR:
 		return IB_WC_REG_MR;
+	case IB_UVERBS_WR_BIND_MW:
+		return IB_WC_BIND_MW;
 	default:
 		return IB_WC_SEND;
 	}
@@ -531,10 +535,14 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		switch (next) {
 		case IB_QPS_RESET:
 			remu_qp_discard(qp);
+			qp->last_wqe = false;
 			break;
 		case IB_QPS_ERR:
 			remu_flush_sq(qp);
 			remu_flush_rq(qp);
+			/* the work item raises Last WQE Reached */
+			if (qp->srq)
+				queue_work(remu_wq, &qp->send_work);
 			break;
 		case IB_QPS_SQD:
 			/* nothing is in flight without a requester: drained */
@@ -592,8 +600,32 @@ void remu_qp_error(struct remu_qp *qp)
 		remu_eng_modify(qp, cur, IB_QPS_ERR);
 		remu_flush_sq(qp);
 		remu_flush_rq(qp);
+		if (qp->srq)
+			queue_work(remu_wq, &qp->send_work);
 	}
 	mutex_unlock(&qp->mutex);
+}
+
+/*
+ * remu_qp_last_wqe - a QP on an SRQ in ERR will take no more WQEs from the
+ * SRQ: raise IB_EVENT_QP_LAST_WQE_REACHED, once per entry to ERR.  The
+ * core's ib_drain_qp() (__ib_drain_srq()) waits for it before it frees
+ * the QP's receive buffers.
+ * Context: the QP's work item, where the responder takes SRQ WQEs, so
+ * none is being used while this runs; takes qp->mutex.
+ */
+static void remu_qp_last_wqe(struct remu_qp *qp)
+{
+	bool fire = false;
+
+	mutex_lock(&qp->mutex);
+	if (qp->state == IB_QPS_ERR && !qp->last_wqe) {
+		qp->last_wqe = true;
+		fire = true;
+	}
+	mutex_unlock(&qp->mutex);
+	if (fire)
+		remu_qp_event(qp, IB_EVENT_QP_LAST_WQE_REACHED);
 }
 
 /* The doorbell: runs on remu_wq for every kick of the SQ. */
@@ -606,6 +638,8 @@ static void remu_qp_send_work(struct work_struct *work)
 		skb_queue_purge(&qp->eng.rxq);
 		remu_flush_sq(qp);
 		remu_flush_rq(qp);
+		if (qp->srq)
+			remu_qp_last_wqe(qp);
 		break;
 	case IB_QPS_RTR:
 	case IB_QPS_RTS:

@@ -85,6 +85,8 @@ struct remu_srq {
  * @max_inline:	inline bytes per send WQE
  * @sq_sig_all:	every send WQE is signalled
  * @is_user:	rings are mapped by a process
+ * @last_wqe:	IB_EVENT_QP_LAST_WQE_REACHED was raised since the QP last
+ *		entered ERR (QPs on an SRQ; under @mutex)
  * @send_work:	runs remu_qp_send_work() on remu_wq: the doorbell, and
  *		the engines' work item (remu_eng_run())
  * @eng:	the engines' state (remu_eng.h), owned by @send_work
@@ -105,6 +107,7 @@ struct remu_qp {
 	u32 max_inline;
 	bool sq_sig_all;
 	bool is_user;
+	bool last_wqe;
 	struct work_struct send_work;
 	struct remu_qp_eng eng;
 };

@@ -14,9 +14,10 @@
  * outstanding READs/atomics.  Going back (remu_req_go_back()) resends
  * from a PSN; a READ is resent for the responses it still lacks only
  * (from PSN first + rcvd, address and length moved to match), a finished
- * READ/atomic is skipped.  LOCAL_INV and (kernel QPs only) REG_MR
- * send nothing: each runs when every WQE before it has completed, through
- * the MR layer (remu_mr_invalidate(), remu_mr_fast_reg()), and completes
+ * READ/atomic is skipped.  LOCAL_INV, (kernel QPs only) REG_MR and (user
+ * QPs only) BIND_MW send nothing: each runs when every WQE before it has
+ * completed, through the MR layer (remu_key_invalidate(),
+ * remu_mr_fast_reg(), remu_mw_bind()), and completes
  * at once, IB_WC_MW_BIND_ERR with the QP to ERR if the MR layer refuses.
  *
  * The work item (qp->send_work, remu_eng_run()) runs, in this order:
@@ -254,6 +255,9 @@ static bool remu_req_op_ok(struct remu_qp *qp, u32 op)
 	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
 	case IB_UVERBS_WR_LOCAL_INV:
 		return type != IB_QPT_UD;
+	case IB_UVERBS_WR_BIND_MW:
+		/* user QPs: libremu posts binds (kernel ULPs use no windows) */
+		return type != IB_QPT_UD && !qp->eng.kreg;
 	case IB_UVERBS_WR_RDMA_READ:
 	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
@@ -267,10 +271,11 @@ static bool remu_req_op_ok(struct remu_qp *qp, u32 op)
 	}
 }
 
-/* executed by the requester itself, no packet: LOCAL_INV, REG_MR */
+/* executed by the requester itself, no packet: LOCAL_INV, REG_MR, BIND_MW */
 static bool remu_is_local(u32 op)
 {
-	return op == IB_UVERBS_WR_LOCAL_INV || op == IB_WR_REG_MR;
+	return op == IB_UVERBS_WR_LOCAL_INV || op == IB_WR_REG_MR ||
+	       op == IB_UVERBS_WR_BIND_MW;
 }
 
 static bool remu_is_rd_atomic(u32 op)
@@ -327,6 +332,7 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 		break;
 	case IB_UVERBS_WR_LOCAL_INV:
 	case IB_WR_REG_MR:
+	case IB_UVERBS_WR_BIND_MW:
 		break;
 	default:
 		if (type == IB_QPT_UD && len > qp->eng.mtu)
@@ -447,8 +453,24 @@ static int remu_local_status(int err)
 	}
 }
 
+/* the bind WQE's fields (see uapi/rdma/remu-abi.h) */
+static int remu_req_bind(struct remu_qp *qp, const struct remu_send_wqe *w)
+{
+	struct remu_mw_bind b = {
+		.mw_key = w->ex_data,
+		.new_key = w->rkey,
+		.lkey = (u32)w->swap,
+		.addr = w->remote_addr,
+		.length = w->compare_add,
+		.access = w->remote_qkey,
+	};
+
+	return remu_mw_bind(qp->rdev, to_remu_pd(qp->ib_qp.pd),
+			    qp->ib_qp.qp_num, &b);
+}
+
 /*
- * Execute the local WQE @w at ring index @idx (LOCAL_INV or REG_MR).
+ * Execute the local WQE @w at ring index @idx (LOCAL_INV, REG_MR, BIND_MW).
  * Return: 0, or the errno of the MR layer (the WQE then completes with
  * IB_WC_MW_BIND_ERR, the status of a failed memory registration
  * operation, and the QP goes to ERR).
@@ -460,7 +482,9 @@ static int remu_req_local(struct remu_qp *qp, u32 idx,
 	const struct remu_kreg *r;
 
 	if (w->opcode == IB_UVERBS_WR_LOCAL_INV)
-		return remu_mr_invalidate(qp->rdev, pd, w->ex_data);
+		return remu_key_invalidate(qp->rdev, pd, w->ex_data);
+	if (w->opcode == IB_UVERBS_WR_BIND_MW)
+		return remu_req_bind(qp, w);
 	r = &qp->eng.kreg[idx & qp->sq.ring.mask];
 	/* the MR must belong to the QP's PD */
 	if (r->mr->pd != pd)

@@ -194,9 +194,9 @@ static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
 	if (info->flags & (REMU_OP_LAST | REMU_OP_ONLY)) {
 		void *ieth = remu_pkt_hdr_of(skb, info, REMU_HDR_IETH);
 
-		if (ieth && remu_mr_invalidate(qp->rdev,
-					       to_remu_pd(qp->ib_qp.pd),
-					       remu_ieth_rkey(ieth))) {
+		if (ieth && remu_key_invalidate(qp->rdev,
+						to_remu_pd(qp->ib_qp.pd),
+						remu_ieth_rkey(ieth))) {
 			remu_resp_complete(qp, skb, IB_WC_REM_INV_REQ_ERR,
 					   IB_WC_RECV, e->roff);
 			return -EINVAL;
@@ -215,6 +215,24 @@ static bool remu_qp_allows(struct remu_qp *qp, unsigned int access)
 	return qp->attr.qp_access_flags & access;
 }
 
+/*
+ * Find what @rkey grants (an MR or a memory window) and check an access
+ * of @len bytes at @va needing @access.  Return: 0 with @rk referenced,
+ * or -EACCES (bad key, other PD or QP, bounds, rights).
+ */
+static int remu_resp_rkey(struct remu_qp *qp, u32 rkey, u64 va, u64 len,
+			  unsigned int access, struct remu_rkey *rk)
+{
+	if (remu_rkey_get(qp->rdev, rkey, rk))
+		return -EACCES;
+	if (remu_rkey_check(rk, to_remu_pd(qp->ib_qp.pd), qp->ib_qp.qp_num,
+			    va, len, access)) {
+		remu_rkey_put(rk);
+		return -EACCES;
+	}
+	return 0;
+}
+
 /* place a WRITE packet; -EACCES for an access error */
 static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 {
@@ -222,7 +240,7 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
 	struct remu_qp_eng *e = &qp->eng;
 	struct remu_reth *reth = remu_pkt_hdr_of(skb, info, REMU_HDR_RETH);
-	struct remu_mr *mr;
+	struct remu_rkey rk;
 	int err;
 
 	if (reth) {
@@ -238,15 +256,10 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 		 * refused here, not after its first packets landed.
 		 */
 		if (e->wr_len) {
-			mr = remu_mr_lookup(qp->rdev, e->wr_rkey, REMU_RKEY);
-			if (!mr)
+			if (remu_resp_rkey(qp, e->wr_rkey, e->wr_va, e->wr_len,
+					   IB_ACCESS_REMOTE_WRITE, &rk))
 				return -EACCES;
-			err = remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd),
-					    e->wr_va, e->wr_len,
-					    IB_ACCESS_REMOTE_WRITE);
-			remu_mr_put(mr);
-			if (err)
-				return -EACCES;
+			remu_rkey_put(&rk);
 		}
 	}
 	if (e->wr_off + cb->paylen > e->wr_len)
@@ -256,15 +269,16 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 		return -EINVAL;
 	if (!cb->paylen)
 		return 0;
-	mr = remu_mr_lookup(qp->rdev, e->wr_rkey, REMU_RKEY);
-	if (!mr)
+	/*
+	 * Looked up again for every packet: once a window is invalidated or
+	 * rebound, the rest of the message fails with a remote access error.
+	 */
+	if (remu_resp_rkey(qp, e->wr_rkey, e->wr_va + e->wr_off, cb->paylen,
+			   IB_ACCESS_REMOTE_WRITE, &rk))
 		return -EACCES;
-	err = remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd), e->wr_va + e->wr_off,
-			    cb->paylen, IB_ACCESS_REMOTE_WRITE);
-	if (!err)
-		err = remu_mr_copy_skb(mr, e->wr_va + e->wr_off, skb,
-				       cb->hdr_len, cb->paylen, REMU_TO_MR);
-	remu_mr_put(mr);
+	err = remu_mr_copy_skb(rk.mr, e->wr_va + e->wr_off, skb, cb->hdr_len,
+			       cb->paylen, REMU_TO_MR);
+	remu_rkey_put(&rk);
 	if (err)
 		return -EACCES;
 	e->wr_off += cb->paylen;
@@ -285,7 +299,7 @@ static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn,
 	struct remu_reth *reth = remu_pkt_hdr_of(skb, info, REMU_HDR_RETH);
 	u64 va = remu_reth_va(reth);
 	u32 len = remu_reth_len(reth), mtu = qp->eng.mtu, n, i, off = 0;
-	struct remu_mr *mr = NULL;
+	struct remu_rkey rk = {};
 	struct remu_av av;
 	u8 syn = 0;
 	int err;
@@ -293,19 +307,13 @@ static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn,
 	*nak_psn = psn;
 	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_READ))
 		return REMU_AETH_NAK_REM_ACC_ERR;
-	if (len) {
-		mr = remu_mr_lookup(qp->rdev, remu_reth_rkey(reth), REMU_RKEY);
-		if (!mr)
-			return REMU_AETH_NAK_REM_ACC_ERR;
-		if (remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd), va, len,
-				  IB_ACCESS_REMOTE_READ)) {
-			remu_mr_put(mr);
-			return REMU_AETH_NAK_REM_ACC_ERR;
-		}
-	}
+	/* one descriptor for the whole READ: it keeps the memory registered */
+	if (len && remu_resp_rkey(qp, remu_reth_rkey(reth), va, len,
+				  IB_ACCESS_REMOTE_READ, &rk))
+		return REMU_AETH_NAK_REM_ACC_ERR;
 	if (remu_req_av(qp, &av)) {
-		if (mr)
-			remu_mr_put(mr);
+		if (rk.mr)
+			remu_rkey_put(&rk);
 		return REMU_AETH_NAK_REM_OP_ERR;
 	}
 	n = max_t(u32, 1, DIV_ROUND_UP(len, mtu));
@@ -329,8 +337,8 @@ static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn,
 			remu_aeth_set(aeth, REMU_AETH_ACK |
 				      REMU_AETH_CREDIT_INVALID, qp->eng.msn + 1);
 		if (plen) {
-			err = remu_mr_copy_skb(mr, va + off, rskb, pkt.hdr_len,
-					       plen, REMU_FROM_MR);
+			err = remu_mr_copy_skb(rk.mr, va + off, rskb,
+					       pkt.hdr_len, plen, REMU_FROM_MR);
 			if (err) {
 				/*
 				 * Checked above, so the translation failed
@@ -348,8 +356,8 @@ static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn,
 		if (!(i % 64))
 			cond_resched();
 	}
-	if (mr)
-		remu_mr_put(mr);
+	if (rk.mr)
+		remu_rkey_put(&rk);
 	return syn;
 }
 
@@ -359,28 +367,24 @@ static u8 remu_resp_atomic(struct remu_qp *qp, struct sk_buff *skb, u64 *orig)
 	const struct remu_opcode_info *info = &remu_opcode[remu_cb(skb)->opcode];
 	struct remu_atmeth *a = remu_pkt_hdr_of(skb, info, REMU_HDR_ATMETH);
 	u64 va = remu_atmeth_va(a);
-	struct remu_mr *mr;
+	struct remu_rkey rk;
 	int err;
 
 	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_ATOMIC))
 		return REMU_AETH_NAK_REM_ACC_ERR;
 	if (va & 7)
 		return REMU_AETH_NAK_INVALID_REQ;
-	mr = remu_mr_lookup(qp->rdev, remu_atmeth_rkey(a), REMU_RKEY);
-	if (!mr)
+	if (remu_resp_rkey(qp, remu_atmeth_rkey(a), va, 8,
+			   IB_ACCESS_REMOTE_ATOMIC, &rk))
 		return REMU_AETH_NAK_REM_ACC_ERR;
-	err = remu_mr_check(mr, to_remu_pd(qp->ib_qp.pd), va, 8,
-			    IB_ACCESS_REMOTE_ATOMIC);
-	if (!err) {
-		if (remu_cb(skb)->opcode == IB_OPCODE_RC_COMPARE_SWAP)
-			err = remu_mr_atomic(mr, va, REMU_ATOMIC_CMP_SWP,
-					     remu_atmeth_compare(a),
-					     remu_atmeth_swap_add(a), orig);
-		else
-			err = remu_mr_atomic(mr, va, REMU_ATOMIC_FETCH_ADD,
-					     remu_atmeth_swap_add(a), 0, orig);
-	}
-	remu_mr_put(mr);
+	if (remu_cb(skb)->opcode == IB_OPCODE_RC_COMPARE_SWAP)
+		err = remu_mr_atomic(rk.mr, va, REMU_ATOMIC_CMP_SWP,
+				     remu_atmeth_compare(a),
+				     remu_atmeth_swap_add(a), orig);
+	else
+		err = remu_mr_atomic(rk.mr, va, REMU_ATOMIC_FETCH_ADD,
+				     remu_atmeth_swap_add(a), 0, orig);
+	remu_rkey_put(&rk);
 	if (err == -EINVAL)
 		return REMU_AETH_NAK_INVALID_REQ;
 	return err ? REMU_AETH_NAK_REM_ACC_ERR : 0;

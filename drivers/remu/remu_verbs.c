@@ -280,6 +280,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.alloc_dm = remu_alloc_dm,
 	.alloc_hw_port_stats = remu_alloc_hw_port_stats,
 	.alloc_mr = remu_alloc_mr,
+	.alloc_mw = remu_alloc_mw,
 	.alloc_pd = remu_alloc_pd,
 	.alloc_ucontext = remu_alloc_ucontext,
 	.create_ah = remu_create_ah,
@@ -288,6 +289,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.create_srq = remu_create_srq,
 	.create_user_ah = remu_create_ah,
 	.dealloc_dm = remu_dealloc_dm,
+	.dealloc_mw = remu_dealloc_mw,
 	.dealloc_driver = remu_dealloc_driver,
 	.dealloc_pd = remu_dealloc_pd,
 	.dealloc_ucontext = remu_dealloc_ucontext,
@@ -325,6 +327,7 @@ const struct ib_device_ops remu_dev_ops = {
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, remu_ah, ib_ah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, remu_cq, ib_cq),
+	INIT_RDMA_OBJ_SIZE(ib_mw, remu_mw, ib_mw),
 	INIT_RDMA_OBJ_SIZE(ib_pd, remu_pd, ib_pd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, remu_qp, ib_qp),
 	INIT_RDMA_OBJ_SIZE(ib_srq, remu_srq, ib_srq),

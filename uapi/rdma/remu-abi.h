@@ -99,6 +99,13 @@ enum {
  * of inline data (REMU_WQE_INLINE).  opcode is an enum ib_uverbs_wr_opcode
  * (IB_UVERBS_WR_SEND, ...).  A slot holds one WQE; the slot size is fixed
  * per QP by the kernel (see remu_create_qp_resp).
+ *
+ * IB_UVERBS_WR_BIND_MW (ibv_bind_mw of a type 1 window, or IBV_WR_BIND_MW
+ * of a type 2B window) reuses the fields, with no SGEs: ex_data names the
+ * window (its rkey; only the 24-bit index is used), rkey is the key it
+ * gets (same index, new tag), remote_addr and compare_add are the
+ * window's address and length, swap is the lkey of the MR (ignored when
+ * the length is 0) and remote_qkey the window's IBV_ACCESS_* rights.
  */
 struct remu_send_wqe {
 	__aligned_u64 wr_id;

@@ -248,6 +248,7 @@ static int remu_opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 	case IBV_WR_RDMA_WRITE:
 	case IBV_WR_RDMA_WRITE_WITH_IMM:
 	case IBV_WR_LOCAL_INV:
+	case IBV_WR_BIND_MW:
 		return type != IBV_QPT_UD;
 	case IBV_WR_RDMA_READ:
 	case IBV_WR_ATOMIC_CMP_AND_SWP:
@@ -259,9 +260,35 @@ static int remu_opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
 	}
 }
 
+/*
+ * A bind WQE (layout in remu-abi.h).  A type 1 window is bound only by
+ * ibv_bind_mw() (@type1_ok), a type 2B window only by IBV_WR_BIND_MW.
+ */
+static int remu_build_bind_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
+			       struct remu_send_wqe *w, int type1_ok)
+{
+	const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
+	struct ibv_mw *mw = wr->bind_mw.mw;
+
+	if (!mw || (mw->type == IBV_MW_TYPE_1 && !type1_ok) ||
+	    (b->mw_access_flags & IBV_ACCESS_ZERO_BASED))
+		return EINVAL;
+	memset(w, 0, sizeof(*w));
+	w->wr_id = wr->wr_id;
+	w->opcode = IBV_WR_BIND_MW;
+	w->flags = wr->send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED);
+	w->ex_data = mw->rkey;
+	w->rkey = wr->bind_mw.rkey;
+	w->remote_addr = b->addr;
+	w->compare_add = b->length;
+	w->swap = b->mr ? b->mr->lkey : 0;
+	w->remote_qkey = b->mw_access_flags;
+	return 0;
+}
+
 /* Validate @wr and write it into the slot @w; 0 or an errno. */
 static int remu_build_send_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
-			       struct remu_send_wqe *w)
+			       struct remu_send_wqe *w, int type1_ok)
 {
 	struct remu_sge *sge = (struct remu_sge *)(w + 1);
 	uint8_t *inl = (uint8_t *)(w + 1);
@@ -270,6 +297,8 @@ static int remu_build_send_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
 
 	if (!remu_opcode_ok(qp->ibqp.qp_type, wr->opcode))
 		return EINVAL;
+	if (wr->opcode == IBV_WR_BIND_MW)
+		return remu_build_bind_wqe(qp, wr, w, type1_ok);
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_send_sge)
 		return EINVAL;
 	if (wr->send_flags & IBV_SEND_INLINE) {
@@ -336,8 +365,8 @@ static int remu_build_send_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
 }
 
 /* Writes the SQ ring, then one doorbell for the whole list. */
-int remu_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
-		   struct ibv_send_wr **bad_wr)
+static int remu_post_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+			 struct ibv_send_wr **bad_wr, int type1_ok)
 {
 	struct remu_qp *qp = to_rqp(ibqp);
 	int ret = 0, posted = 0, db;
@@ -364,7 +393,7 @@ int remu_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			ret = ENOMEM;
 			break;
 		}
-		ret = remu_build_send_wqe(qp, wr, slot);
+		ret = remu_build_send_wqe(qp, wr, slot, type1_ok);
 		if (ret)
 			break;
 		remu_uring_prod_advance(&qp->sq);
@@ -382,6 +411,20 @@ int remu_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 			ret = db;
 	}
 	return ret;
+}
+
+int remu_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
+		   struct ibv_send_wr **bad_wr)
+{
+	return remu_post_wrs(ibqp, wr, bad_wr, 0);
+}
+
+/* ibv_bind_mw() of a type 1 window (mw.c): one bind WQE */
+int remu_post_bind(struct ibv_qp *ibqp, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+
+	return remu_post_wrs(ibqp, wr, &bad, 1);
 }
 
 /* One receive WQE into @r; 0 or an errno.  Caller holds the ring's lock. */

@@ -92,6 +92,7 @@ int remu_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask);
 int remu_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 		  struct ibv_qp_init_attr *init);
 int remu_destroy_qp(struct ibv_qp *ibqp);
+int remu_post_bind(struct ibv_qp *ibqp, struct ibv_send_wr *wr);
 int remu_post_send(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		   struct ibv_send_wr **bad_wr);
 int remu_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
@@ -130,5 +131,11 @@ struct ibv_mr *remu_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 int remu_dereg_mr(struct verbs_mr *vmr);
 int remu_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		   uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
+
+/* mw.c */
+struct ibv_mw *remu_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
+int remu_dealloc_mw(struct ibv_mw *mw);
+int remu_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
+		 struct ibv_mw_bind *mw_bind);
 
 #endif /* REMU_H */
