@@ -71,8 +71,9 @@ install: install-module install-provider
 install-module: need-kdir
 	@test -f remu.ko || { echo "remu: build first (make)" >&2; exit 1; }
 	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_DIR=$(INSTALL_MOD_DIR) modules_install
-	@# remu_test_mr.ko is a selftest helper, not part of an installation
-	rm -f $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/$(INSTALL_MOD_DIR)/remu_test_mr.ko*
+	@# remu_test_mr.ko and remu_test_dmabuf.ko are selftest helpers, not part of an installation
+	rm -f $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/$(INSTALL_MOD_DIR)/remu_test_mr.ko* \
+		$(INSTALL_MOD_PATH)/lib/modules/$(KVER)/$(INSTALL_MOD_DIR)/remu_test_dmabuf.ko*
 	depmod -a $(KVER)
 
 install-provider:

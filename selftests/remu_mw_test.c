@@ -451,6 +451,19 @@ TEST_F(mw, type1_bind_rebind_unbind)
 
 	/* zero-length bind: unbound, and the MR can go */
 	EXPECT_EQ(EBUSY, ibv_dereg_mr(self->b.mr));
+	/* nor can it be re-registered while bound; the window still works */
+	errno = 0;
+	EXPECT_NE(0, ibv_rereg_mr(self->b.mr, IBV_REREG_MR_CHANGE_ACCESS,
+				  NULL, NULL, 0,
+				  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND));
+	EXPECT_EQ(EBUSY, errno);
+	errno = 0;
+	EXPECT_NE(0, ibv_rereg_mr(self->b.mr,
+				  IBV_REREG_MR_CHANGE_TRANSLATION,
+				  NULL, self->b.buf, BUF_SIZE, 0));
+	EXPECT_EQ(EBUSY, errno);
+	write_read_ok(_metadata, &self->a, &self->b, k2, self->win + 8192,
+		      4097, 3);
 	ASSERT_EQ(IBV_WC_SUCCESS, bind1(self->b.qp, self->b.cq, mw,
 					self->b.mr, self->win, 0, RIGHTS));
 	k3 = mw->rkey;

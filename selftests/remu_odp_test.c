@@ -31,13 +31,30 @@
  * NO_FAULT maps only what the CPU already has, the asynchronous form
  * gets there soon after, and a bad lkey, advice, hole or range fails.
  *
+ * mr_statistics: the per-MR counters of `rdma -j statistic show mr`
+ * (page_faults, page_invalidations, page_prefetch), exact;
+ * mrs_not_found: one bad rkey counts one num_mrs_not_found.
+ *
+ * Fixture mm (remu0 -> remu1; explicit ODP MR over the region, or the
+ * implicit MR): fork + COW (a remote READ sees the parent's write after
+ * fork), mremap (old address REM_ACCESS_ERR, new one works through the
+ * implicit MR), a MAP_SHARED memfd (remote WRITE seen by read()), THP,
+ * a 2 s munmap/remap stress (never wrong data; the contention counter
+ * bounded), move_pages to node 1 (skips without a second node:
+ * scripts/check runs it in a --numa boot) and MADV_PAGEOUT to a zram swap
+ * device the test sets up.
+ *
  * Fixture xport: UC SEND and WRITE, UD SEND, RC SEND through an SRQ, with
  * explicit ODP MRs on both sides, remu0<->remu1 and loopback.  Object counts (MRs) are back at baseline after
  * each fixture's teardown.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,6 +84,88 @@ static long long hw_counter(const char *dev, const char *name)
 	if (fscanf(f, "%lld", &v) != 1)
 		v = -1;
 	fclose(f);
+	return v;
+}
+
+/* the output of `rdma -j @args`, malloc'ed, or NULL */
+static char *rdma_json(const char *args)
+{
+	size_t cap = 1 << 16, n = 0;
+	char cmd[128], *buf = malloc(cap);
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "rdma -j %s 2>&1", args);
+	f = buf ? popen(cmd, "r") : NULL;
+	if (!f) {
+		free(buf);
+		return NULL;
+	}
+	while (!feof(f) && n < cap - 1)
+		n += fread(buf + n, 1, cap - 1 - n, f);
+	buf[n] = 0;
+	pclose(f);
+	return buf;
+}
+
+/*
+ * The number after "@key": in [@p, @end) (quoted or not; in @base), or -1.
+ * The rdma tool prints keys as quoted hex without 0x.
+ */
+static long long json_num(const char *p, const char *end, const char *key,
+			  int base)
+{
+	char pat[64];
+	const char *q;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	q = strstr(p, pat);
+	if (!q || (end && q >= end))
+		return -1;
+	q += strlen(pat);
+	while (*q == ' ' || *q == '"')
+		q++;
+	return strtoll(q, NULL, base);
+}
+
+/* the next object of @dev at or after @p in rdma -j output; *@end its end */
+static char *json_dev_obj(char *p, const char *dev, char **end)
+{
+	char tag[64];
+
+	snprintf(tag, sizeof(tag), "\"ifname\":\"%s\"", dev);
+	p = p ? strstr(p, tag) : NULL;
+	if (p)
+		*end = strstr(p + 1, "\"ifname\":");
+	return p;
+}
+
+/*
+ * The per-MR ODP counter @name (page_faults, page_invalidations,
+ * page_prefetch) of the MR of @dev with @rkey, as `rdma statistic show
+ * mr` prints it: `rdma -j resource show mr` gives the MR's number (mrn)
+ * for its rkey, `rdma -j statistic show mr` its counters.  -1 if absent.
+ */
+static long long mr_stat(const char *dev, uint32_t rkey, const char *name)
+{
+	char *res, *st, *p, *end = NULL;
+	long long mrn = -1, v = -1;
+
+	res = rdma_json("resource show mr");
+	for (p = json_dev_obj(res, dev, &end); p;
+	     p = end ? json_dev_obj(end, dev, &end) : NULL)
+		if (json_num(p, end, "rkey", 16) == rkey) {
+			mrn = json_num(p, end, "mrn", 10);
+			break;
+		}
+	st = mrn >= 0 ? rdma_json("statistic show mr") : NULL;
+	for (p = json_dev_obj(st, dev, &end); p;
+	     p = end ? json_dev_obj(end, dev, &end) : NULL)
+		if (json_num(p, end, "mrn", 10) == mrn) {
+			v = json_num(p, end, name, 10);
+			break;
+		}
+	free(res);
+	free(st);
 	return v;
 }
 
@@ -206,9 +305,10 @@ static uint8_t *fresh_map(void *at)
 }
 
 /* @implicit: one implicit ODP MR (whole address space) instead */
+static int side_qp(struct side *s);
+
 static int side_open(struct side *s, const char *dev, int implicit)
 {
-	struct ibv_qp_init_attr ia = {};
 	struct ibv_port_attr pa;
 
 	s->dev = dev;
@@ -228,6 +328,14 @@ static int side_open(struct side *s, const char *dev, int implicit)
 		s->mr = ibv_reg_mr(s->pd, NULL, SIZE_MAX, ODP_ACCESS);
 	else
 		s->mr = ibv_reg_mr(s->pd, s->buf, ODP_SIZE, ODP_ACCESS);
+	return s->mr ? side_qp(s) : -1;
+}
+
+/* a new RC QP for @s (s->qp) */
+static int side_qp(struct side *s)
+{
+	struct ibv_qp_init_attr ia = {};
+
 	ia.send_cq = s->cq;
 	ia.recv_cq = s->cq;
 	ia.qp_type = IBV_QPT_RC;
@@ -235,7 +343,7 @@ static int side_open(struct side *s, const char *dev, int implicit)
 	ia.cap.max_recv_wr = 16;
 	ia.cap.max_send_sge = 4;
 	ia.cap.max_recv_sge = 4;
-	s->qp = s->mr ? ibv_create_qp(s->pd, &ia) : NULL;
+	s->qp = ibv_create_qp(s->pd, &ia);
 	return s->qp ? 0 : -1;
 }
 
@@ -754,6 +862,700 @@ TEST_F(odp, prefetch_out_of_bounds)
 	EXPECT_NE(0, advise(b, IBV_ADVISE_MR_ADVICE_PREFETCH,
 			    IBV_ADVISE_MR_FLAG_FLUSH, b->buf + ODP_SIZE - 4096,
 			    8192, b->mr->lkey));
+}
+
+/*
+ * Per-MR statistics (`rdma statistic show mr`), exact, on an 8-page ODP
+ * MR of its own: a remote WRITE of all of it faults each page in once
+ * (page_faults 8), MADV_DONTNEED of 3 takes 3 translations away
+ * (page_invalidations 3), a PREFETCH_WRITE of the 8 pages maps 8
+ * (page_prefetch 8) and faults nothing.  A pinned MR has no such counters.
+ */
+TEST_F(odp, mr_statistics)
+{
+	const size_t n = 8, len = n * 4096;
+	struct side *a = &self->a, *b = &self->b;
+	struct ibv_mr *mr, *pinned;
+	uint8_t *p;
+
+	p = mmap(NULL, 2 * len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	mr = ibv_reg_mr(b->pd, p, len, ODP_ACCESS);
+	ASSERT_NE(NULL, mr);
+	EXPECT_EQ(0, mr_stat(b->dev, mr->rkey, "page_faults"));
+	EXPECT_EQ(0, mr_stat(b->dev, mr->rkey, "page_invalidations"));
+	EXPECT_EQ(0, mr_stat(b->dev, mr->rkey, "page_prefetch"));
+
+	fill(a->buf, len, 21);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(a, IBV_WR_RDMA_WRITE, (uintptr_t)a->buf, len,
+			(uintptr_t)p, mr->rkey));
+	EXPECT_EQ(-1, cmp(a->buf, p, len));
+	EXPECT_EQ(n, mr_stat(b->dev, mr->rkey, "page_faults"));
+	EXPECT_EQ(0, mr_stat(b->dev, mr->rkey, "page_invalidations"));
+
+	ASSERT_EQ(0, madvise(p + 4096, 3 * 4096, MADV_DONTNEED));
+	EXPECT_EQ(3, mr_stat(b->dev, mr->rkey, "page_invalidations"));
+
+	ASSERT_EQ(0, advise(b, IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+			    IBV_ADVISE_MR_FLAG_FLUSH, p, len, mr->lkey));
+	EXPECT_EQ(n, mr_stat(b->dev, mr->rkey, "page_prefetch"));
+	EXPECT_EQ(n, mr_stat(b->dev, mr->rkey, "page_faults"));
+	EXPECT_EQ(3, mr_stat(b->dev, mr->rkey, "page_invalidations"));
+
+	pinned = ibv_reg_mr(b->pd, p + len, len, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, pinned);
+	EXPECT_EQ(-1, mr_stat(b->dev, pinned->rkey, "page_faults"));
+	EXPECT_EQ(0, ibv_dereg_mr(pinned));
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	munmap(p, 2 * len);
+}
+
+/*
+ * num_mrs_not_found: a request whose rkey names no MR, at a responder
+ * with ODP MRs, counts exactly once (and fails with REM_ACCESS_ERR).
+ */
+TEST_F(odp, mrs_not_found)
+{
+	const char *dev = self->b.dev;
+	long long nf = hw_counter(dev, "num_mrs_not_found");
+
+	ASSERT_LE(0, nf);
+	ASSERT_LT(0, hw_counter(dev, "num_odp_mrs"));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			64, (uintptr_t)self->b.buf,
+			self->b.mr->rkey + 0x10000));
+	EXPECT_EQ(nf + 1, hw_counter(dev, "num_mrs_not_found"));
+}
+
+/*
+ * Fixture mm: what the process does to its address space, with remote
+ * access through an explicit ODP MR registered over the region the test
+ * makes (variant explicit) or through the side's implicit MR (variant
+ * implicit); remu0 -> remu1.  fork + copy-on-write, mremap, a MAP_SHARED
+ * memfd, transparent huge pages, a munmap/remap stress, move_pages to the
+ * second NUMA node (scripts/vm --numa) and MADV_PAGEOUT to zram swap.
+ */
+FIXTURE(mm) {
+	struct side a, b;
+	int mrs;
+};
+
+FIXTURE_VARIANT(mm) {
+	int implicit;
+};
+
+FIXTURE_VARIANT_ADD(mm, explicit) { .implicit = 0 };
+FIXTURE_VARIANT_ADD(mm, implicit) { .implicit = 1 };
+
+FIXTURE_SETUP(mm)
+{
+	memset(&self->a, 0, sizeof(self->a));
+	memset(&self->b, 0, sizeof(self->b));
+	self->mrs = remu_obj_count("mr");
+	ASSERT_LE(0, self->mrs);
+	ASSERT_EQ(0, side_open(&self->a, "remu0", variant->implicit));
+	ASSERT_EQ(0, side_open(&self->b, "remu1", variant->implicit));
+	ASSERT_EQ(0, side_connect(&self->a, &self->b));
+	ASSERT_EQ(0, side_connect(&self->b, &self->a));
+}
+
+FIXTURE_TEARDOWN(mm)
+{
+	side_close(&self->a);
+	side_close(&self->b);
+	EXPECT_EQ(self->mrs, remu_obj_count("mr"));
+}
+
+/*
+ * The key for [p, p + len) of @s: the implicit MR's, or that of a new
+ * explicit ODP MR over the range (in *@mr, to deregister).
+ */
+static uint32_t region_key(struct side *s, int implicit, void *p,
+			   size_t len, struct ibv_mr **mr, int remote)
+{
+	*mr = NULL;
+	if (implicit)
+		return remote ? s->mr->rkey : s->mr->lkey;
+	*mr = ibv_reg_mr(s->pd, p, len, ODP_ACCESS);
+	if (!*mr)
+		return 0;
+	return remote ? (*mr)->rkey : (*mr)->lkey;
+}
+
+/*
+ * New QPs on both sides, connected (after an error completion): nothing
+ * still in flight for the old ones can reach them.  Return: completions
+ * found left over in @a's CQ after the old QP was destroyed (there
+ * should be none), or -1.
+ */
+static int renew_qps(struct side *a, struct side *b)
+{
+	struct ibv_wc wc;
+	int n = 0;
+
+	if (ibv_destroy_qp(a->qp) || ibv_destroy_qp(b->qp))
+		return -1;
+	a->qp = b->qp = NULL;
+	while (ibv_poll_cq(a->cq, 1, &wc) == 1)
+		n++;
+	if (side_qp(a) || side_qp(b) || side_connect(a, b) ||
+	    side_connect(b, a))
+		return -1;
+	return n;
+}
+
+/*
+ * fork(): the child shares the pages copy-on-write; the parent writes
+ * after the fork, gets new pages (the notifier takes the old ones away)
+ * and a remote READ returns the parent's new data; the child still sees
+ * the old.
+ */
+TEST_F(mm, fork_cow)
+{
+	const size_t len = 16 * 4096;
+	uint8_t *p = self->b.buf, ref[len];
+	int fds[2], st;
+	pid_t pid;
+	char c;
+
+	fill(p, len, 31);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			len, (uintptr_t)p, self->b.mr->rkey));
+	ASSERT_EQ(-1, cmp(p, self->a.buf, len));
+	ASSERT_EQ(0, pipe(fds));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		close(fds[1]);
+		if (read(fds[0], &c, 1) < 0)
+			_exit(2);
+		fill(ref, len, 31);
+		_exit(cmp(p, ref, len) == -1 ? 0 : 1);
+	}
+	close(fds[0]);
+	fill(p, len, 32);
+	memset(self->a.buf, 0, len);
+	EXPECT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			len, (uintptr_t)p, self->b.mr->rkey));
+	EXPECT_EQ(-1, cmp(p, self->a.buf, len));
+	close(fds[1]);
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		TH_LOG("the child saw the parent's write: status %#x", st);
+}
+
+/*
+ * mremap moves a range: the pages now live at the new address.  Through
+ * the implicit MR the new address reads the data; the old one is
+ * unmapped, so a READ there fails with REM_ACCESS_ERR.  An explicit MR
+ * keeps naming the old addresses (it follows addresses, not pages): the
+ * same READ through it fails the same way.
+ */
+TEST_F(mm, mremap_moves)
+{
+	const size_t len = 8 * 4096;
+	uint8_t *old, *nw, ref[len];
+	struct ibv_mr *mr;
+	uint32_t rkey;
+
+	old = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	nw = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, old);
+	ASSERT_NE(MAP_FAILED, nw);
+	rkey = region_key(&self->b, variant->implicit, old, len, &mr, 1);
+	ASSERT_NE(0, rkey);
+	fill(old, len, 41);
+	fill(ref, len, 41);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			len, (uintptr_t)old, rkey));
+	ASSERT_EQ(-1, cmp(ref, self->a.buf, len));
+	ASSERT_EQ(nw, mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+			     nw));
+	ASSERT_EQ(-1, cmp(ref, nw, len));
+	if (variant->implicit) {
+		memset(self->a.buf, 0, len);
+		EXPECT_EQ(IBV_WC_SUCCESS,
+			  rdma1(&self->a, IBV_WR_RDMA_READ,
+				(uintptr_t)self->a.buf, len, (uintptr_t)nw,
+				rkey));
+		EXPECT_EQ(-1, cmp(ref, self->a.buf, len));
+	}
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			64, (uintptr_t)old + 4096, rkey));
+	if (mr)
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	munmap(nw, len);
+}
+
+/*
+ * A MAP_SHARED memfd (tmpfs): a remote WRITE into never touched pages is
+ * what read() of the file returns, and what pwrite() put in the file is
+ * what a remote READ returns.
+ */
+TEST_F(mm, shared_memfd)
+{
+	const size_t len = 16 * 4096;
+	uint8_t *p, back[len];
+	struct ibv_mr *mr;
+	uint32_t rkey;
+	int fd;
+
+	fd = memfd_create("remu-odp", 0);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ftruncate(fd, len));
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	rkey = region_key(&self->b, variant->implicit, p, len, &mr, 1);
+	ASSERT_NE(0, rkey);
+
+	fill(self->a.buf, len, 51);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_WRITE, (uintptr_t)self->a.buf,
+			len, (uintptr_t)p, rkey));
+	ASSERT_EQ(len, pread(fd, back, len, 0));
+	EXPECT_EQ(-1, cmp(self->a.buf, back, len));
+
+	fill(back, 3 * 4096, 52);
+	ASSERT_EQ(3 * 4096, pwrite(fd, back, 3 * 4096, 4096));
+	memset(self->a.buf, 0, len);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			3 * 4096, (uintptr_t)p + 4096, rkey));
+	EXPECT_EQ(-1, cmp(back, self->a.buf, 3 * 4096));
+	if (mr)
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	munmap(p, len);
+	close(fd);
+}
+
+/* AnonHugePages (kB) of the VMA holding @p in /proc/self/smaps, or -1 */
+static long anon_huge_kb(void *p)
+{
+	unsigned long lo, hi, at = (uintptr_t)p;
+	char line[256];
+	long kb = -1;
+	int in = 0;
+	FILE *f = fopen("/proc/self/smaps", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 &&
+		    strchr(line, '-') < strchr(line, ' '))
+			in = lo <= at && at < hi;
+		else if (in && sscanf(line, "AnonHugePages: %ld", &kb) == 1)
+			break;
+	}
+	fclose(f);
+	return kb;
+}
+
+/* a 2 MiB-aligned MADV_HUGEPAGE region of 2 MiB (munmap 4 MiB at *@raw) */
+static uint8_t *thp_region(void **raw)
+{
+	const size_t huge = 2UL << 20;
+	uint8_t *p;
+
+	*raw = mmap(NULL, 2 * huge, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (*raw == MAP_FAILED)
+		return NULL;
+	p = (uint8_t *)(((uintptr_t)*raw + huge - 1) & ~(huge - 1));
+	if (madvise(p, huge, MADV_HUGEPAGE))
+		return NULL;
+	return p;
+}
+
+/*
+ * Transparent huge pages: a region the CPU made one 2 MiB THP
+ * (AnonHugePages in smaps) is read remotely and written remotely byte
+ * for byte, and stays huge; a never touched MADV_HUGEPAGE region that a
+ * remote WRITE faults in becomes a THP too.
+ */
+TEST_F(mm, thp)
+{
+	const size_t huge = 2UL << 20;
+	struct ibv_send_wr wr = { .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_mr *mr, *lmr, *mr2;
+	void *raw, *lraw, *raw2;
+	struct ibv_sge sge;
+	struct ibv_wc wc;
+	uint8_t *p, *l, *q;
+	uint32_t rkey, lkey, rkey2;
+	char mode[128] = "";
+	FILE *f;
+
+	f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+	if (f) {
+		if (!fgets(mode, sizeof(mode), f))
+			mode[0] = 0;
+		fclose(f);
+	}
+	if (!mode[0] || strstr(mode, "[never]"))
+		SKIP(return, "transparent huge pages are off: '%s'", mode);
+	p = thp_region(&raw);
+	l = thp_region(&lraw);
+	q = thp_region(&raw2);
+	ASSERT_NE(NULL, p);
+	ASSERT_NE(NULL, l);
+	ASSERT_NE(NULL, q);
+	fill(p, huge, 61);
+	ASSERT_EQ(2048, anon_huge_kb(p));
+	rkey = region_key(&self->b, variant->implicit, p, huge, &mr, 1);
+	lkey = region_key(&self->a, variant->implicit, l, huge, &lmr, 0);
+	rkey2 = region_key(&self->b, variant->implicit, q, huge, &mr2, 1);
+	ASSERT_NE(0, rkey);
+	ASSERT_NE(0, lkey);
+	ASSERT_NE(0, rkey2);
+
+	sge = (struct ibv_sge){ (uintptr_t)l, huge, lkey };
+	wr.sg_list = &sge;
+	wr.wr.rdma.remote_addr = (uintptr_t)p;
+	wr.wr.rdma.rkey = rkey;
+	ASSERT_EQ(0, ibv_post_send(self->a.qp, &wr, &bad));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(-1, cmp(p, l, huge));
+
+	fill(l, huge, 62);
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	ASSERT_EQ(0, ibv_post_send(self->a.qp, &wr, &bad));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(-1, cmp(l, p, huge));
+	EXPECT_EQ(2048, anon_huge_kb(p));
+
+	/* the device's write fault makes the THP */
+	wr.wr.rdma.remote_addr = (uintptr_t)q;
+	wr.wr.rdma.rkey = rkey2;
+	ASSERT_EQ(0, ibv_post_send(self->a.qp, &wr, &bad));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(-1, cmp(l, q, huge));
+	EXPECT_EQ(2048, anon_huge_kb(q));
+	if (mr)
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	if (lmr)
+		EXPECT_EQ(0, ibv_dereg_mr(lmr));
+	if (mr2)
+		EXPECT_EQ(0, ibv_dereg_mr(mr2));
+	munmap(raw, 2 * huge);
+	munmap(lraw, 2 * huge);
+	munmap(raw2, 2 * huge);
+}
+
+#define STRESS_LEN	(4 * 4096)
+#define STRESS_WORDS	(STRESS_LEN / 8)
+
+struct stress {
+	uint8_t *r;		/* the range, STRESS_LEN bytes */
+	volatile int stop;
+	volatile uint32_t gen;	/* generations moved in so far */
+	int err;
+};
+
+/*
+ * Move a new generation of content into the range, in a loop: fill a
+ * staging mapping (made while the range is mapped, so it cannot land
+ * there) with word k = gen << 32 | k, munmap the range every other round,
+ * then mremap the staging mapping over it.  So the range holds one whole
+ * generation per page at any time, or nothing.
+ */
+static void *stress_remapper(void *arg)
+{
+	struct stress *st = arg;
+	uint32_t g;
+
+	for (g = 2; !st->stop; g++) {
+		uint64_t *w = mmap(NULL, STRESS_LEN, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		uint32_t k;
+
+		if (w == MAP_FAILED) {
+			st->err = errno;
+			break;
+		}
+		for (k = 0; k < STRESS_WORDS; k++)
+			w[k] = (uint64_t)g << 32 | k;
+		if (g & 1) {
+			if (munmap(st->r, STRESS_LEN)) {
+				st->err = errno;
+				break;
+			}
+			usleep(300);
+		}
+		__atomic_store_n(&st->gen, g, __ATOMIC_RELEASE);
+		if (mremap(w, STRESS_LEN, STRESS_LEN,
+			   MREMAP_MAYMOVE | MREMAP_FIXED, st->r) != st->r) {
+			st->err = errno;
+			break;
+		}
+		usleep(1000);
+	}
+	return NULL;
+}
+
+/*
+ * munmap/remap stress: a thread replaces or unmaps the range in a loop
+ * (stress_remapper) while remote READs of it run back to back for about
+ * 2 s.  Every READ either completes with a whole generation in each word
+ * (one that was in the range at some point: index right, generation not
+ * newer than the last moved in) or fails with REM_ACCESS_ERR (then both
+ * sides get new QPs); never wrong data, never a splat.
+ * invalidations_faults_contentions never decreases and counts at most one
+ * per fault.
+ */
+TEST_F(mm, munmap_stress)
+{
+	long long c0, f0, c1, f1;
+	struct stress st = {};
+	struct timespec t0, t;
+	unsigned int ok = 0, errs = 0, bad = 0;
+	struct ibv_mr *mr;
+	pthread_t th;
+	uint32_t rkey;
+
+	st.r = mmap(NULL, STRESS_LEN, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, st.r);
+	for (uint32_t k = 0; k < STRESS_WORDS; k++)
+		((uint64_t *)st.r)[k] = 1ULL << 32 | k;
+	st.gen = 1;
+	rkey = region_key(&self->b, variant->implicit, st.r, STRESS_LEN,
+			  &mr, 1);
+	ASSERT_NE(0, rkey);
+	c0 = hw_counter("remu1", "invalidations_faults_contentions");
+	f0 = hw_counter("remu1", "num_page_faults");
+	ASSERT_LE(0, c0);
+	ASSERT_EQ(0, pthread_create(&th, NULL, stress_remapper, &st));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		const uint64_t *w = (const uint64_t *)self->a.buf;
+		int s;
+
+		memset(self->a.buf, 0, STRESS_LEN);
+		s = rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			  STRESS_LEN, (uintptr_t)st.r, rkey);
+		if (s == IBV_WC_SUCCESS) {
+			uint32_t g = __atomic_load_n(&st.gen, __ATOMIC_ACQUIRE);
+
+			for (uint32_t k = 0; k < STRESS_WORDS; k++)
+				if ((uint32_t)w[k] != k || !(w[k] >> 32) ||
+				    (w[k] >> 32) > g) {
+					if (!bad++)
+						TH_LOG("word %u: %#llx (gen %u)",
+						       k,
+						       (unsigned long long)w[k],
+						       g);
+					break;
+				}
+			ok++;
+		} else if (s == IBV_WC_REM_ACCESS_ERR) {
+			errs++;
+			s = renew_qps(&self->a, &self->b);
+			if (s) {
+				TH_LOG("renew_qps: %d", s);
+				bad++;
+				break;
+			}
+		} else {
+			TH_LOG("READ completed with status %d", s);
+			bad++;
+			break;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000000000L +
+		 (t.tv_nsec - t0.tv_nsec) < 2000000000L);
+	st.stop = 1;
+	pthread_join(th, NULL);
+	c1 = hw_counter("remu1", "invalidations_faults_contentions");
+	f1 = hw_counter("remu1", "num_page_faults");
+	TH_LOG("%u READs correct, %u REM_ACCESS_ERR, %u generations, "
+	       "%lld faults, %lld contentions", ok, errs, st.gen, f1 - f0,
+	       c1 - c0);
+	EXPECT_EQ(0, st.err);
+	EXPECT_EQ(0, bad);
+	EXPECT_LT(0, ok);
+	EXPECT_LE(c0, c1);
+	EXPECT_LE(c1 - c0, f1 - f0);
+	if (mr)
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	munmap(st.r, STRESS_LEN);
+}
+
+#ifndef MPOL_MF_MOVE
+#define MPOL_MF_MOVE	(1 << 1)
+#endif
+
+/* move_pages(2) of @n pages at @p to @node (or query with node < 0) */
+static long move_to(uint8_t *p, int n, int node, int *status)
+{
+	void *pages[64];
+	int nodes[64], i;
+
+	for (i = 0; i < n; i++) {
+		pages[i] = p + i * 4096;
+		nodes[i] = node;
+	}
+	return syscall(SYS_move_pages, 0, n, pages, node < 0 ? NULL : nodes,
+		       status, MPOL_MF_MOVE);
+}
+
+/*
+ * Pages migrated to the other NUMA node (move_pages) after the device
+ * mapped them: migration invalidates, a remote READ returns the same
+ * data from the new pages and a remote WRITE lands in them.  Needs two
+ * nodes: run_tests.sh runs it in a `scripts/vm --numa` boot.
+ */
+TEST_F(mm, move_pages)
+{
+	const int n = 16;
+	const size_t len = n * 4096;
+	uint8_t *p = self->b.buf + 8192, ref[len];
+	int status[64], i, to;
+	long long inv;
+
+	if (access("/sys/devices/system/node/node1", F_OK))
+		SKIP(return, "one NUMA node (scripts/vm --numa has two)");
+	fill(p, len, 71);
+	fill(ref, len, 71);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			len, (uintptr_t)p, self->b.mr->rkey));
+	ASSERT_EQ(-1, cmp(ref, self->a.buf, len));
+	ASSERT_EQ(0, move_to(p, n, -1, status));
+	ASSERT_LE(0, status[0]);
+	to = !status[0];
+	inv = hw_counter("remu1", "num_invalidation_pages");
+	ASSERT_EQ(0, move_to(p, n, to, status));
+	ASSERT_EQ(0, move_to(p, n, -1, status));
+	for (i = 0; i < n; i++) {
+		ASSERT_EQ(to, status[i]) TH_LOG("page %d", i);
+	}
+	EXPECT_LE(inv + n, hw_counter("remu1", "num_invalidation_pages"));
+	memset(self->a.buf, 0, len);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			len, (uintptr_t)p, self->b.mr->rkey));
+	EXPECT_EQ(-1, cmp(ref, self->a.buf, len));
+	fill(self->a.buf, len, 72);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_WRITE, (uintptr_t)self->a.buf,
+			len, (uintptr_t)p, self->b.mr->rkey));
+	EXPECT_EQ(-1, cmp(self->a.buf, p, len));
+	ASSERT_EQ(0, move_to(p, n, -1, status));
+	EXPECT_EQ(to, status[0]);
+}
+
+/* pages of [p, p + n pages) that pagemap shows swapped out */
+static int swapped_pages(uint8_t *p, int n)
+{
+	int fd = open("/proc/self/pagemap", O_RDONLY), i, r = 0;
+	uint64_t e;
+
+	if (fd < 0)
+		return -1;
+	for (i = 0; i < n; i++) {
+		off_t at = ((uintptr_t)p / 4096 + i) * sizeof(e);
+
+		if (pread(fd, &e, sizeof(e), at) != sizeof(e)) {
+			r = -1;
+			break;
+		}
+		r += !!(e & (1ULL << 62));
+	}
+	close(fd);
+	return r;
+}
+
+/* a zram swap device of our own unless swap is on already; 1 if ours */
+static int zram_swap_on(void)
+{
+	FILE *f = fopen("/proc/swaps", "r");
+	char line[256];
+	int n = 0;
+
+	if (f) {
+		while (fgets(line, sizeof(line), f))
+			n++;
+		fclose(f);
+	}
+	if (n > 1)
+		return 0;
+	return remu_sh("modprobe zram num_devices=1 && "
+		       "echo 64M > /sys/block/zram0/disksize && "
+		       "mkswap /dev/zram0 >/dev/null && swapon /dev/zram0") ?
+		-1 : 1;
+}
+
+static void zram_swap_off(void)
+{
+	remu_sh("swapoff /dev/zram0; echo 1 > /sys/block/zram0/reset; "
+		"rmmod zram");
+}
+
+/*
+ * Pages the device mapped, swapped out to zram with MADV_PAGEOUT
+ * (pagemap's swapped bit on every one; the notifier took them away),
+ * are read remotely: the device faults them back in and the data is the
+ * same.
+ */
+TEST_F(mm, swap_out)
+{
+	const int n = 16;
+	const size_t len = n * 4096;
+	uint8_t *p, ref[len];
+	struct ibv_mr *mr;
+	int ours, i, out = 0;
+	cpu_set_t cpus;
+	long long inv;
+	uint32_t rkey;
+
+	ours = zram_swap_on();
+	if (ours < 0)
+		SKIP(return, "no swap and no zram swap device could be made");
+	/*
+	 * MADV_PAGEOUT drains only this CPU's LRU batch: touch and page
+	 * out on one CPU, or new pages may not be on the LRU yet.
+	 */
+	CPU_ZERO(&cpus);
+	CPU_SET(sched_getcpu(), &cpus);
+	ASSERT_EQ(0, sched_setaffinity(0, sizeof(cpus), &cpus));
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	rkey = region_key(&self->b, variant->implicit, p, len, &mr, 1);
+	ASSERT_NE(0, rkey);
+	fill(p, len, 81);
+	fill(ref, len, 81);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			len, (uintptr_t)p, rkey));
+	ASSERT_EQ(-1, cmp(ref, self->a.buf, len));
+	inv = hw_counter("remu1", "num_invalidation_pages");
+	for (i = 0; i < 5 && out < n; i++) {
+		ASSERT_EQ(0, madvise(p, len, MADV_PAGEOUT));
+		out = swapped_pages(p, n);
+	}
+	EXPECT_EQ(n, out);
+	EXPECT_LE(inv + n, hw_counter("remu1", "num_invalidation_pages"));
+	memset(self->a.buf, 0, len);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
+			len, (uintptr_t)p, rkey));
+	EXPECT_EQ(-1, cmp(ref, self->a.buf, len));
+	EXPECT_EQ(0, swapped_pages(p, n));
+	if (mr)
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	munmap(p, len);
+	if (ours)
+		zram_swap_off();
 }
 
 /*

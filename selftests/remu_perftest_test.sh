@@ -5,6 +5,7 @@
 #   RC   ib_{send,write,read}_{bw,lat} at 1, 4095, 65536 and 1048576 bytes
 #   UD   ib_send_bw and ib_send_lat at 1 and 4095 bytes (one MTU at most)
 #   RC   ib_atomic_bw (8 bytes by design), fetch-and-add and compare-and-swap
+#   RC   ib_{write,read,send}_bw --odp (ODP MRs on both sides) at 65536 bytes
 # first between remu1 (namespace peer, server) and remu0 (client), then all
 # on remu0 (loopback).  Each run uses a small fixed iteration count: this
 # proves that the runs complete, not how fast (scripts/bench measures).
@@ -47,6 +48,11 @@ for k in bw lat; do
 	done
 done
 tests+=("ib_atomic_bw -A FETCH_AND_ADD -n 200" "ib_atomic_bw -A CMP_AND_SWAP -n 200")
+# on-demand paging: both sides register their buffers with
+# IBV_ACCESS_ON_DEMAND (nothing pinned, every page faulted in by remu)
+for p in write read send; do
+	tests+=("ib_${p}_bw --odp -s 65536 -n 40")
+done
 
 sel=()
 for t in "${tests[@]}"; do

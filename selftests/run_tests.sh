@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 cd "$repo"
 
-all_tests=(remu_device_test remu_mr_test remu_queue_test remu_datapath_test remu_odp_test remu_disassoc_test remu_teardown_test remu_dm_test remu_mw_test remu_dm_pool_test.sh remu_link_test.sh remu_wire_test.sh remu_pingpong_test.sh remu_perftest_test.sh remu_netem_test.sh remu_cm_test.sh remu_nvmeof_test.sh remu_install_test.sh)
+all_tests=(remu_device_test remu_mr_test remu_queue_test remu_datapath_test remu_odp_test remu_rereg_test remu_inline_test remu_dmabuf_test remu_disassoc_test remu_teardown_test remu_dm_test remu_mw_test remu_dm_pool_test.sh remu_link_test.sh remu_wire_test.sh remu_pingpong_test.sh remu_perftest_test.sh remu_netem_test.sh remu_cm_test.sh remu_nvmeof_test.sh remu_install_test.sh)
 # --list: print the names of all tests, one a line, and run nothing.
 if [ "${1:-}" = --list ]; then
 	printf '%s\n' "${all_tests[@]}"
@@ -51,11 +51,29 @@ tmr_unload() {
 	rmmod remu_test_mr || { echo "not ok 1 teardown: rmmod remu_test_mr failed"; status=1; }
 }
 
+# remu_dmabuf_test needs remu_test_dmabuf.ko, the test exporter whose
+# dma-bufs move on command; loaded for that test only.
+tdb_load() {
+	[ -d /sys/module/remu_test_dmabuf ] && return 0
+	if insmod "$ko_dir/remu_test_dmabuf.ko"; then
+		echo "ok 1 setup: remu_test_dmabuf.ko loaded"
+	else
+		echo "not ok 1 setup: cannot load remu_test_dmabuf.ko"
+		status=1
+	fi
+}
+tdb_unload() {
+	[ -d /sys/module/remu_test_dmabuf ] || return 0
+	rmmod remu_test_dmabuf || { echo "not ok 1 teardown: rmmod remu_test_dmabuf failed"; status=1; }
+}
+
 for t in "${tests[@]}"; do
 	echo "# ---- $t"
 	[ "$t" = remu_mr_test ] && tmr_load
+	[ "$t" = remu_dmabuf_test ] && tdb_load
 	"$here/$t" "$@" || status=1
 	[ "$t" = remu_mr_test ] && tmr_unload
+	[ "$t" = remu_dmabuf_test ] && tdb_unload
 done
 
 if scripts/remu-down; then

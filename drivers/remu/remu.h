@@ -41,6 +41,8 @@
  * @ns_node:	entry in that state's device list (RCU, read on receive)
  * @counters:	the port's hw counters (remu_counters.c), see remu_count()
  * @dm:		the device memory pool (remu_dm.c), NULL if none
+ * @dmabuf_dev:	the struct device remu attaches to dma-bufs with
+ *		(remu_dmabuf.c)
  */
 struct remu_dev {
 	struct ib_device ib_dev;
@@ -54,6 +56,7 @@ struct remu_dev {
 	struct list_head ns_node;
 	atomic64_t counters[REMU_CNT_COUNT];
 	struct remu_dm_pool *dm;
+	struct device *dmabuf_dev;
 };
 
 static inline void remu_count(struct remu_dev *rdev, enum remu_counter c)

@@ -36,14 +36,22 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_COMP_RETRY]		= { .name = "completer_retry_err" },
 	[REMU_CNT_RDMA_SEND]		= { .name = "rdma_sends" },
 	[REMU_CNT_RDMA_RECV]		= { .name = "rdma_recvs" },
+	[REMU_CNT_INLINE_RECV]		= { .name = "inline_recvs" },
 	[REMU_CNT_ODP_PAGE_FAULTS]	= { .name = "num_page_faults" },
 	[REMU_CNT_ODP_PAGE_FAULT_PAGES]	= { .name = "num_page_fault_pages" },
 	[REMU_CNT_ODP_INVALIDATIONS]	= { .name = "num_invalidations" },
 	[REMU_CNT_ODP_INVALIDATION_PAGES] = { .name = "num_invalidation_pages" },
 	[REMU_CNT_ODP_FAILED_RESOLUTIONS] = { .name = "num_failed_resolutions" },
 	[REMU_CNT_ODP_PREFETCHES]	= { .name = "num_prefetches_handled" },
+	[REMU_CNT_ODP_FAULT_CONTENTIONS] = {
+		.name = "invalidations_faults_contentions" },
+	[REMU_CNT_ODP_MRS_NOT_FOUND]	= { .name = "num_mrs_not_found" },
 	[REMU_CNT_ODP_MRS]		= { .name = "num_odp_mrs" },
 	[REMU_CNT_ODP_MR_PAGES]		= { .name = "num_odp_mr_pages" },
+	[REMU_CNT_DMABUF_MOVES]		= { .name = "dmabuf_moves" },
+	[REMU_CNT_DMABUF_INVALIDATIONS]	= { .name = "dmabuf_invalidations" },
+	[REMU_CNT_DMABUF_REMAPS]	= { .name = "dmabuf_remaps" },
+	[REMU_CNT_DMABUF_MRS]		= { .name = "dmabuf_mrs" },
 };
 
 struct rdma_hw_stats *remu_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -36,6 +36,7 @@ enum remu_counter {
 	REMU_CNT_COMP_RETRY,
 	REMU_CNT_RDMA_SEND,
 	REMU_CNT_RDMA_RECV,
+	REMU_CNT_INLINE_RECV,		/* receives delivered through the CQE */
 	/* on-demand paging (remu_odp.c); names of the classic ODP counters */
 	REMU_CNT_ODP_PAGE_FAULTS,
 	REMU_CNT_ODP_PAGE_FAULT_PAGES,
@@ -43,8 +44,15 @@ enum remu_counter {
 	REMU_CNT_ODP_INVALIDATION_PAGES,
 	REMU_CNT_ODP_FAILED_RESOLUTIONS,
 	REMU_CNT_ODP_PREFETCHES,
+	REMU_CNT_ODP_FAULT_CONTENTIONS,
+	REMU_CNT_ODP_MRS_NOT_FOUND,
 	REMU_CNT_ODP_MRS,		/* a gauge: live ODP MRs */
 	REMU_CNT_ODP_MR_PAGES,		/* a gauge: pages they span */
+	/* dma-buf import (remu_dmabuf.c) */
+	REMU_CNT_DMABUF_MOVES,		/* move_notify calls seen */
+	REMU_CNT_DMABUF_INVALIDATIONS,	/* ... that dropped a live mapping */
+	REMU_CNT_DMABUF_REMAPS,		/* re-maps on access after that */
+	REMU_CNT_DMABUF_MRS,		/* a gauge: live dma-buf MRs */
 	REMU_CNT_COUNT
 };
 

@@ -7,6 +7,11 @@
  * CQ's by remu_poll_cq()), arming for completion events, overflow, and
  * remu_cq_post(), through which every completion enters a CQ.
  *
+ * Inline receive: a process's CQ created with REMU_CREATE_CQ_INLINE_RECV
+ * (libremu asks unless REMU_SCATTER_TO_CQE=0) has slots of struct
+ * remu_cqe_ext for its whole life (resize keeps them), into which the
+ * responder may put small receives (remu_cq_post_ext()).
+ *
  * Locking: cq->lock (spinlock, irqsave: kernel ULPs may poll and arm from
  * any context) protects the producer side of the ring, the arming state
  * and the overflow flag; for kernel CQs it also serialises poll_cq.  It
@@ -31,7 +36,9 @@ static int remu_cq_ring_new(struct remu_cq *cq, struct remu_queue *q,
 	struct remu_ucontext *uc;
 	int err;
 
-	err = remu_queue_init(q, cqe, sizeof(struct remu_cqe),
+	err = remu_queue_init(q, cqe, cq->inline_recv ?
+			      sizeof(struct remu_cqe_ext) :
+			      sizeof(struct remu_cqe),
 			      udata ? REMU_RING_USER_CONSUMES : REMU_RING_KERNEL);
 	if (err)
 		return err;
@@ -42,6 +49,27 @@ static int remu_cq_ring_new(struct remu_cq *cq, struct remu_queue *q,
 	if (err)
 		remu_queue_destroy(q);
 	return err;
+}
+
+/* the optional struct remu_create_cq_cmd of a process's create_cq */
+static int remu_cq_parse_cmd(struct remu_cq *cq, struct ib_udata *udata)
+{
+	struct remu_create_cq_cmd cmd = {};
+	int err;
+
+	if (!udata->inlen)
+		return 0;
+	if (udata->inlen > sizeof(cmd) &&
+	    !ib_is_udata_cleared(udata, sizeof(cmd),
+				 udata->inlen - sizeof(cmd)))
+		return -EINVAL;
+	err = ib_copy_from_udata(&cmd, udata, min(udata->inlen, sizeof(cmd)));
+	if (err)
+		return err;
+	if ((cmd.flags & ~REMU_CREATE_CQ_INLINE_RECV) || cmd.reserved)
+		return -EINVAL;
+	cq->inline_recv = cmd.flags & REMU_CREATE_CQ_INLINE_RECV;
+	return 0;
 }
 
 int remu_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
@@ -56,8 +84,11 @@ int remu_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	if (attr->flags || attr->cqe < 1 || attr->cqe > REMU_MAX_CQE ||
 	    attr->comp_vector >= ibcq->device->num_comp_vectors)
 		return -EINVAL;
-	if (udata && udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
-		return -EINVAL;
+	if (udata) {
+		err = remu_cq_parse_cmd(cq, udata);
+		if (err)
+			return err;
+	}
 	if (udata && udata->outlen < sizeof(resp))
 		return -EINVAL;
 	if (atomic_inc_return(&rdev->q.nr_cq) > REMU_MAX_CQ) {
@@ -131,7 +162,7 @@ int remu_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	for (i = 0; i < pending; i++) {
 		src = remu_queue_slot_at(&cq->ring, cq->ring.prod - pending + i);
 		dst = remu_queue_producer_slot(&nq);
-		memcpy(dst, src, sizeof(struct remu_cqe));
+		memcpy(dst, src, nq.slot_size);
 		remu_queue_produce(&nq);
 	}
 	oq = cq->ring;
@@ -236,23 +267,9 @@ int remu_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 	return ret;
 }
 
-/**
- * remu_cq_post - write a completion into a CQ
- * @cq: the CQ
- * @cqe: the completion
- * @solicited: the completion is for a solicited event (fires a
- *	solicited-only arming too)
- *
- * Raises the completion event when the CQ is armed for it.  When the ring
- * is full the completion is lost, the CQ is in error and IB_EVENT_CQ_ERR
- * is raised (once).
- *
- * Context: any; takes cq->lock with interrupts saved; calls the
- * consumer's handlers with no lock held.
- * Return: 0, or -ENOSPC on overflow.
- */
-int remu_cq_post(struct remu_cq *cq, const struct remu_cqe *cqe,
-		 bool solicited)
+/* copy @len bytes of @src into the next slot; see remu_cq_post() */
+static int remu_cq_post_slot(struct remu_cq *cq, const void *src,
+			     size_t len, bool solicited)
 {
 	struct ib_cq *ibcq = &cq->ib_cq;
 	bool fire = false, overflow = false;
@@ -276,7 +293,7 @@ int remu_cq_post(struct remu_cq *cq, const struct remu_cqe *cqe,
 		}
 		return -ENOSPC;
 	}
-	memcpy(slot, cqe, sizeof(*cqe));
+	memcpy(slot, src, len);
 	remu_queue_produce(&cq->ring);
 	if (cq->notify == IB_CQ_NEXT_COMP ||
 	    (cq->notify == IB_CQ_SOLICITED && solicited)) {
@@ -288,4 +305,42 @@ int remu_cq_post(struct remu_cq *cq, const struct remu_cqe *cqe,
 	if (fire && ibcq->comp_handler)
 		ibcq->comp_handler(ibcq, ibcq->cq_context);
 	return 0;
+}
+
+/**
+ * remu_cq_post - write a completion into a CQ
+ * @cq: the CQ
+ * @cqe: the completion
+ * @solicited: the completion is for a solicited event (fires a
+ *	solicited-only arming too)
+ *
+ * Raises the completion event when the CQ is armed for it.  When the ring
+ * is full the completion is lost, the CQ is in error and IB_EVENT_CQ_ERR
+ * is raised (once).
+ *
+ * Context: any; takes cq->lock with interrupts saved; calls the
+ * consumer's handlers with no lock held.
+ * Return: 0, or -ENOSPC on overflow.
+ */
+int remu_cq_post(struct remu_cq *cq, const struct remu_cqe *cqe,
+		 bool solicited)
+{
+	return remu_cq_post_slot(cq, cqe, sizeof(*cqe), solicited);
+}
+
+/**
+ * remu_cq_post_ext - write a completion with inline data into a CQ
+ * @cq: the CQ; must have been created with REMU_CREATE_CQ_INLINE_RECV
+ * @ext: the completion (@ext->cqe.flags has REMU_CQE_INLINE), its data
+ *	and where the provider is to copy it
+ * @solicited: as for remu_cq_post()
+ *
+ * Context and return: as remu_cq_post().
+ */
+int remu_cq_post_ext(struct remu_cq *cq, const struct remu_cqe_ext *ext,
+		     bool solicited)
+{
+	if (!cq->inline_recv)
+		return -EINVAL;
+	return remu_cq_post_slot(cq, ext, sizeof(*ext), solicited);
 }

@@ -151,6 +151,7 @@ struct remu_atomic_res {
  * @have_rwqe:	@rwqe holds a receive WQE taken from the RQ/SRQ
  * @rwqe_idx:	its RQ ring index (not SRQ: consumed when taken)
  * @rwqe, @rsge: the kernel copy of the receive WQE
+ * @rext:	inline receive: the completion being built (remu_resp.c)
  * @roff:	bytes placed into it
  * @wr_va, @wr_rkey, @wr_len, @wr_off: the RDMA WRITE in progress
  * @ares:	responder: the last REMU_MAX_RD_ATOMIC atomics' results, so a
@@ -186,6 +187,7 @@ struct remu_qp_eng {
 	u32 rwqe_idx;
 	struct remu_recv_wqe rwqe;
 	struct remu_sge rsge[REMU_MAX_SGE];
+	struct remu_cqe_ext rext;
 	u32 roff;
 	u64 wr_va;
 	u32 wr_rkey;

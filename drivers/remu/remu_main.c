@@ -108,6 +108,9 @@ static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
 	err = remu_dm_dev_init(rdev);	/* the device memory pool */
 	if (err)
 		goto err_dealloc;
+	err = remu_dmabuf_dev_init(rdev);	/* for dma-buf attachments */
+	if (err)
+		goto err_dealloc;
 	err = remu_net_dev_add(rdev);	/* UDP 4791 in the netdev's netns */
 	if (err)
 		goto err_dealloc;
@@ -151,6 +154,7 @@ void remu_dealloc_driver(struct ib_device *ibdev)
 	netdev_put(rdev->ndev, &rdev->ndev_tracker);
 	remu_mr_dev_fini(rdev);
 	remu_dm_dev_fini(rdev);
+	remu_dmabuf_dev_fini(rdev);
 	remu_obj_put(REMU_OBJ_DEV);
 }
 

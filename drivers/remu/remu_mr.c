@@ -7,7 +7,8 @@
  * (get_dma_mr, reg_user_mr, alloc_mr, map_mr_sg, dereg_mr), fast
  * registration and invalidation for the engines (remu_mr_fast_reg,
  * remu_mr_invalidate), and every access to MR memory: lookup, check, copy
- * to/from buffers and skbs, atomics, SGE lists.  The contract, the error
+ * to/from buffers and skbs, atomics, SGE lists, and the process address
+ * of a host-memory MR's iova for inline receive.  The contract, the error
  * numbers and the lifetime rules are documented in remu_mr.h.
  *
  * Backings: REMU_MR_KERNEL (kernel linear map), REMU_MR_UMEM (pinned user
@@ -388,6 +389,15 @@ int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
 	return len ? -EMSGSIZE : 0;
 }
 EXPORT_SYMBOL_NS_GPL(remu_sge_copy, REMU_TEST);
+
+int remu_mr_user_va(struct remu_mr *mr, u64 iova, u64 *va)
+{
+	if (mr->kind != REMU_MR_UMEM && mr->kind != REMU_MR_ODP)
+		return -EOPNOTSUPP;
+	/* an implicit ODP MR's root umem starts at address 0 == iova 0 */
+	*va = mr->umem->address + (iova - mr->iova);
+	return 0;
+}
 
 int remu_mr_fast_reg(struct remu_mr *mr, u32 key, unsigned int access,
 		     u64 iova, u64 length)

@@ -39,7 +39,8 @@
  * Backings.  An MR's memory is reached through its backing (enum
  * remu_mr_kind): kernel memory (get_dma_mr), pinned user memory (ib_umem),
  * a fast-registration page list (alloc_mr + map_mr_sg + REG_MR), on-demand
- * paging (remu_odp.c), and later device memory and dma-buf.  Each backing provides
+ * paging (remu_odp.c), device memory (remu_dm.c) and dma-buf
+ * (remu_dmabuf.c).  Each backing provides
  * struct remu_mr_backing_ops; the copy loops only ever see segments
  * (struct remu_mr_seg): a page + offset or a kernel address, and a length
  * that is contiguous there.  A backing's ->map() may answer -EAGAIN: "the
@@ -106,6 +107,7 @@
 struct remu_dev;
 struct remu_pd;
 struct remu_dm;
+struct remu_dmabuf;
 struct ib_umem;
 
 #define REMU_KEY_TAG_BITS	8
@@ -136,7 +138,7 @@ enum remu_mr_kind {
 	REMU_MR_FAST_REG,	/* alloc_mr: page list set by map_mr_sg */
 	REMU_MR_ODP,		/* reg_user_mr + ON_DEMAND: remu_odp.c */
 	REMU_MR_DM,		/* reg_dm_mr: device memory (remu_dm.c) */
-	/* later: REMU_MR_DMABUF */
+	REMU_MR_DMABUF,		/* reg_user_mr_dmabuf: remu_dmabuf.c */
 };
 
 /** enum remu_mr_state - whether the key currently grants access */
@@ -200,6 +202,18 @@ struct remu_mr_backing_ops {
 };
 
 /**
+ * struct remu_odp_stats - per-MR ODP counters, in pages (remu_odp.c)
+ * @faults:		pages made present by data-path faults
+ * @invalidations:	translations removed by mmu notifier invalidations
+ * @prefetch:		pages made present by ibv_advise_mr prefetch
+ */
+struct remu_odp_stats {
+	atomic64_t faults;
+	atomic64_t invalidations;
+	atomic64_t prefetch;
+};
+
+/**
  * struct remu_mr - a memory region
  * @ib_mr:	the core's MR (lkey/rkey mirror @key)
  * @rdev:	owning device
@@ -221,6 +235,9 @@ struct remu_mr_backing_ops {
  * @fr_shift:	FAST_REG: log2 of the block size
  * @dm:		DM: the allocation (referenced; @page_off is the MR's offset
  *		in it)
+ * @odp_stats:	ODP: per-MR page counters (`rdma statistic show mr`), see
+ *		struct remu_odp_stats
+ * @dmabuf:	DMABUF: the attachment and CPU mapping (remu_dmabuf.c)
  * @rcu:	for kfree_rcu (lookups are lockless)
  */
 struct remu_mr {
@@ -248,6 +265,9 @@ struct remu_mr {
 	unsigned int fr_shift;
 
 	struct remu_dm *dm;
+
+	struct remu_odp_stats odp_stats;
+	struct remu_dmabuf *dmabuf;
 
 	struct rcu_head rcu;
 };
@@ -366,6 +386,20 @@ int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
 int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
 		  const struct remu_sge *sges, int n, u64 offset, void *buf,
 		  u64 len, enum remu_copy_dir dir, unsigned int access);
+
+/**
+ * remu_mr_user_va - the process address behind @iova of a host-memory MR
+ * @mr:		MR with a reference held, already checked for the range
+ * @iova:	an iova inside the MR
+ * @va:		the user virtual address there
+ *
+ * For inline receive (remu_resp.c): the provider, not the kernel, then
+ * writes the bytes, so only MRs over the process's own ordinary memory
+ * qualify: pinned (REMU_MR_UMEM) and ODP (REMU_MR_ODP, implicit: iova ==
+ * address).  Device memory, dma-buf, kernel and fast-reg MRs do not.
+ * Return: 0, or -EOPNOTSUPP for any other backing.
+ */
+int remu_mr_user_va(struct remu_mr *mr, u64 iova, u64 *va);
 
 /**
  * remu_mr_fast_reg - IB_WR_REG_MR: make a fast-reg MR valid under @key
@@ -529,6 +563,9 @@ void remu_mr_dev_fini(struct remu_dev *rdev);
 struct ib_mr *remu_get_dma_mr(struct ib_pd *ibpd, int access);
 struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 			       u64 iova, int access, struct ib_udata *udata);
+struct ib_mr *remu_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				 u64 length, u64 iova, int access,
+				 struct ib_pd *ibpd, struct ib_udata *udata);
 struct ib_mr *remu_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 			    u32 max_num_sg);
 int remu_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
@@ -549,6 +586,8 @@ void remu_mr_discard(struct remu_mr *mr);
 struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				   u64 iova, int access);
 void remu_odp_dev_init(struct remu_dev *rdev);
+int remu_odp_fill_stat_mr_entry(struct sk_buff *msg, struct ib_mr *ibmr);
+void remu_odp_count_key_miss(struct remu_dev *rdev);
 int remu_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
 		   u32 flags, struct ib_sge *sg_list, u32 num_sge,
 		   struct uverbs_attr_bundle *attrs);
@@ -561,7 +600,17 @@ static inline struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd,
 }
 
 static inline void remu_odp_dev_init(struct remu_dev *rdev) {}
+static inline void remu_odp_count_key_miss(struct remu_dev *rdev) {}
 #define remu_advise_mr NULL
+#define remu_odp_fill_stat_mr_entry NULL
 #endif
+
+/* ---- dma-buf import (remu_dmabuf.c) ---- */
+struct ib_mr *remu_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
+				      u64 length, u64 iova, int fd,
+				      int access,
+				      struct uverbs_attr_bundle *attrs);
+int remu_dmabuf_dev_init(struct remu_dev *rdev);
+void remu_dmabuf_dev_fini(struct remu_dev *rdev);
 
 #endif /* REMU_MR_H */

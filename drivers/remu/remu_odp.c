@@ -11,7 +11,10 @@
  * key for the whole address space), the translation of an MR offset to a
  * page for the copy loops (->map/->unmap), faulting pages in (->fault) and
  * the mmu_interval_notifier invalidate callback that takes translations
- * away.
+ * away, and the ODP statistics: the port counters it counts (see
+ * docs/odp.md), the per-MR ones of `rdma statistic show mr`
+ * (struct remu_odp_stats, atomic64_t, any context) and the miss count of
+ * the responder's rkey lookups (num_mrs_not_found).
  *
  * Implicit ODP: the root umem (ib_umem_odp_alloc_implicit) has no pages;
  * the address space is cut into children of REMU_ODP_CHILD_SIZE bytes,
@@ -49,7 +52,10 @@
  */
 #include <linux/hmm.h>
 #include <linux/mmu_notifier.h>
+#include <net/netlink.h>
 #include <rdma/ib_umem_odp.h>
+#include <rdma/restrack.h>
+#include <uapi/rdma/rdma_netlink.h>
 
 #include "remu.h"
 #include "remu_qp.h"	/* remu_wq */
@@ -122,6 +128,8 @@ static bool remu_odp_invalidate(struct mmu_interval_notifier *mni,
 		remu_count(mr->rdev, REMU_CNT_ODP_INVALIDATIONS);
 		remu_count_add(mr->rdev, REMU_CNT_ODP_INVALIDATION_PAGES,
 			       before - odp->npages);
+		atomic64_add(before - odp->npages,
+			     &mr->odp_stats.invalidations);
 	}
 	mutex_unlock(&odp->umem_mutex);
 	return true;
@@ -171,17 +179,43 @@ static void remu_odp_unmap(struct remu_mr *mr, struct remu_mr_seg *seg)
 	mutex_unlock(&odp->umem_mutex);
 }
 
-static int remu_odp_fault_range(struct ib_umem_odp *odp, unsigned long va,
-				u64 len, bool write)
+/*
+ * Fault [va, va + len) of @odp in (@fault), or map only what the CPU page
+ * tables have (!@fault).  Return: the pages of the range now mapped for
+ * the device, or -errno.
+ *
+ * invalidations_faults_contentions: the notifier's sequence
+ * (invalidate_seq, written by remu_odp_invalidate under umem_mutex) is
+ * read under umem_mutex before the fault and again under the umem_mutex
+ * that ib_umem_odp_map_dma_and_lock returns with.  If it moved, an
+ * invalidation of this umem ran during the fault: the core waited for it
+ * (mmu_interval_read_begin) or walked again (hmm_range_fault -EBUSY,
+ * mmu_interval_read_retry).
+ */
+static int remu_odp_fault_range(struct remu_mr *mr, struct ib_umem_odp *odp,
+				unsigned long va, u64 len, u64 mask,
+				bool fault)
 {
-	u64 mask = ODP_READ_ALLOWED_BIT;
+	unsigned long seq;
 	int ret;
 
-	if (write)
-		mask |= ODP_WRITE_ALLOWED_BIT;
-	ret = ib_umem_odp_map_dma_and_lock(odp, va, len, mask, true);
+	mutex_lock(&odp->umem_mutex);
+	seq = odp->notifier.invalidate_seq;
+	mutex_unlock(&odp->umem_mutex);
+	ret = ib_umem_odp_map_dma_and_lock(odp, va, len, mask, fault);
 	if (ret < 0)
 		return ret;
+	if (odp->notifier.invalidate_seq != seq)
+		remu_count(mr->rdev, REMU_CNT_ODP_FAULT_CONTENTIONS);
+	if (!fault) {
+		/* the core answers the range's size: count what is there */
+		unsigned long i = (va - ib_umem_start(odp)) >> PAGE_SHIFT;
+		unsigned long end = (ALIGN(va + len, PAGE_SIZE) -
+				     ib_umem_start(odp)) >> PAGE_SHIFT;
+
+		for (ret = 0; i < end; i++)
+			ret += !!(odp->dma_list[i] & ODP_READ_ALLOWED_BIT);
+	}
 	mutex_unlock(&odp->umem_mutex);
 	return ret;
 }
@@ -228,7 +262,7 @@ out:
  * Return: the bytes handled (>= 1), or -EFAULT.
  */
 static s64 remu_odp_fault_piece(struct remu_mr *mr, u64 off, u64 len,
-				bool write, bool fault)
+				bool write, bool fault, bool prefetch)
 {
 	struct remu_dev *rdev = mr->rdev;
 	struct ib_umem_odp *odp;
@@ -251,20 +285,23 @@ static s64 remu_odp_fault_piece(struct remu_mr *mr, u64 off, u64 len,
 		mask = ODP_READ_ALLOWED_BIT;
 		if (mr->umem->writable)
 			mask |= ODP_WRITE_ALLOWED_BIT;
-		ret = ib_umem_odp_map_dma_and_lock(odp, va, here, mask, false);
+		ret = remu_odp_fault_range(mr, odp, va, here, mask, false);
 		if (ret < 0)
 			return -EFAULT;
-		mutex_unlock(&odp->umem_mutex);
+		atomic64_add(ret, &mr->odp_stats.prefetch);
 		return here;
 	}
-	ret = remu_odp_fault_range(odp, va, here, write);
+	mask = ODP_READ_ALLOWED_BIT;
+	if (write)
+		mask |= ODP_WRITE_ALLOWED_BIT;
+	ret = remu_odp_fault_range(mr, odp, va, here, mask, true);
 	/*
 	 * hmm_range_fault() fails the whole range if any page of it cannot
 	 * be faulted in: try the one page this access needs before failing.
 	 */
 	if (ret < 0 && offset_in_page(va) + here > PAGE_SIZE) {
 		here = PAGE_SIZE - offset_in_page(va);
-		ret = remu_odp_fault_range(odp, va, here, write);
+		ret = remu_odp_fault_range(mr, odp, va, here, mask, true);
 	}
 	if (ret < 0) {
 		remu_count(rdev, REMU_CNT_ODP_FAILED_RESOLUTIONS);
@@ -272,12 +309,14 @@ static s64 remu_odp_fault_piece(struct remu_mr *mr, u64 off, u64 len,
 	}
 	remu_count(rdev, REMU_CNT_ODP_PAGE_FAULTS);
 	remu_count_add(rdev, REMU_CNT_ODP_PAGE_FAULT_PAGES, ret);
+	atomic64_add(ret, prefetch ? &mr->odp_stats.prefetch :
+				     &mr->odp_stats.faults);
 	return here;
 }
 
 static int remu_odp_fault(struct remu_mr *mr, u64 off, u64 len, bool write)
 {
-	s64 ret = remu_odp_fault_piece(mr, off, len, write, true);
+	s64 ret = remu_odp_fault_piece(mr, off, len, write, true, false);
 
 	return ret < 0 ? ret : 0;
 }
@@ -443,7 +482,7 @@ static int remu_odp_prefetch_run(struct remu_odp_prefetch *pf)
 
 		while (len && !err) {
 			s64 done = remu_odp_fault_piece(mr, off, len, pf->write,
-							pf->fault);
+							pf->fault, true);
 
 			if (done < 0)
 				err = done;
@@ -538,6 +577,55 @@ int remu_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
 	kfree(pf);
 	remu_count(rdev, REMU_CNT_ODP_PREFETCHES);
 	return err;
+}
+
+/* ---- statistics ---- */
+
+/**
+ * remu_odp_fill_stat_mr_entry - ib_device_ops.fill_stat_mr_entry
+ * @msg:	the netlink message of `rdma statistic show mr`
+ * @ibmr:	one MR of the device
+ *
+ * An ODP MR gets the three per-MR counters of struct remu_odp_stats, under
+ * the names mlx5 uses; any other MR gets none.
+ * Return: 0, or -EMSGSIZE when @msg is full.
+ */
+int remu_odp_fill_stat_mr_entry(struct sk_buff *msg, struct ib_mr *ibmr)
+{
+	struct remu_mr *mr = to_remu_mr(ibmr);
+	struct remu_odp_stats *st = &mr->odp_stats;
+	struct nlattr *table;
+
+	if (mr->kind != REMU_MR_ODP)
+		return 0;
+	table = nla_nest_start(msg, RDMA_NLDEV_ATTR_STAT_HWCOUNTERS);
+	if (!table)
+		return -EMSGSIZE;
+	if (rdma_nl_stat_hwcounter_entry(msg, "page_faults",
+					 atomic64_read(&st->faults)) ||
+	    rdma_nl_stat_hwcounter_entry(msg, "page_invalidations",
+					 atomic64_read(&st->invalidations)) ||
+	    rdma_nl_stat_hwcounter_entry(msg, "page_prefetch",
+					 atomic64_read(&st->prefetch))) {
+		nla_nest_cancel(msg, table);
+		return -EMSGSIZE;
+	}
+	nla_nest_end(msg, table);
+	return 0;
+}
+
+/**
+ * remu_odp_count_key_miss - a responder found no MR under a request's rkey
+ * @rdev:	the responder's device
+ *
+ * Counted as num_mrs_not_found only while the device has an ODP MR
+ * (num_odp_mrs > 0): on an ODP NIC this is the page-fault event whose key
+ * names no MR (any more).
+ */
+void remu_odp_count_key_miss(struct remu_dev *rdev)
+{
+	if (atomic64_read(&rdev->counters[REMU_CNT_ODP_MRS]) > 0)
+		remu_count(rdev, REMU_CNT_ODP_MRS_NOT_FOUND);
 }
 
 /**

@@ -37,6 +37,7 @@ struct remu_cq {
 	struct remu_queue ring;
 	u8 notify;
 	bool overflowed;
+	bool inline_recv;	/* slots are struct remu_cqe_ext (fixed) */
 };
 
 /**
@@ -173,6 +174,8 @@ int remu_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
 int remu_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
 int remu_cq_post(struct remu_cq *cq, const struct remu_cqe *cqe,
 		 bool solicited);
+int remu_cq_post_ext(struct remu_cq *cq, const struct remu_cqe_ext *ext,
+		     bool solicited);
 
 /* remu_qp.c */
 int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,

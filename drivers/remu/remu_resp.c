@@ -15,6 +15,11 @@
  * rkey, bounds, length); UD checks the Q_Key and writes the 40-byte
  * GRH area (IPv4: the IPv4 header in its last 20 bytes) before the data.
  *
+ * Inline receive (remu_resp_inline()): a small single-packet message for
+ * a CQ that asked for it is not scattered but put in the CQE with the
+ * checked process addresses of its receive buffers; libremu copies it at
+ * poll time (uapi remu-abi.h, docs/architecture.md).
+ *
  * Runs only in the QP's work item (remu_eng_run()).  RQ slots are
  * consumed under qp->rq.cons_lock when the completion is written (so a
  * flush and the responder never both complete one); SRQ slots are
@@ -101,9 +106,26 @@ static bool remu_resp_get_rwqe(struct remu_qp *qp)
 	return true;
 }
 
-/* complete the receive WQE in qp->eng.rwqe */
-static void remu_resp_complete(struct remu_qp *qp, struct sk_buff *skb,
-			       int status, u32 opcode, u32 byte_len)
+/* the CQE for remu_resp_complete(): plain, or with inline data after it */
+static void remu_resp_post(struct remu_qp *qp, struct remu_cqe *cqe,
+			   struct remu_cqe_ext *ext, bool solicited)
+{
+	if (ext) {
+		ext->cqe = *cqe;
+		if (!remu_cq_post_ext(qp->rcq, ext, solicited))
+			remu_count(qp->rdev, REMU_CNT_INLINE_RECV);
+	} else {
+		remu_cq_post(qp->rcq, cqe, solicited);
+	}
+}
+
+/*
+ * complete the receive WQE in qp->eng.rwqe; @ext: its data went inline
+ * (remu_resp_inline()), post the CQE with it
+ */
+static void remu_resp_complete_ext(struct remu_qp *qp, struct sk_buff *skb,
+				   int status, u32 opcode, u32 byte_len,
+				   struct remu_cqe_ext *ext)
 {
 	struct remu_qp_eng *e = &qp->eng;
 	const struct remu_opcode_info *info = &remu_opcode[remu_cb(skb)->opcode];
@@ -136,13 +158,19 @@ static void remu_resp_complete(struct remu_qp *qp, struct sk_buff *skb,
 					       REMU_NET_IPV4 : REMU_NET_IPV6;
 		}
 	}
+	if (status == IB_WC_SUCCESS && ext) {
+		cqe.flags |= REMU_CQE_INLINE;
+		cqe.inline_sges = ext->cqe.inline_sges;
+	} else {
+		ext = NULL;
+	}
 	if (qp->srq) {
-		remu_cq_post(qp->rcq, &cqe, remu_bth_se(bth));
+		remu_resp_post(qp, &cqe, ext, remu_bth_se(bth));
 	} else {
 		spin_lock_irqsave(&qp->rq.cons_lock, flags);
 		if (qp->rq.ring.cons == e->rwqe_idx) {
 			remu_queue_consume(&qp->rq.ring);
-			remu_cq_post(qp->rcq, &cqe, remu_bth_se(bth));
+			remu_resp_post(qp, &cqe, ext, remu_bth_se(bth));
 		}
 		spin_unlock_irqrestore(&qp->rq.cons_lock, flags);
 	}
@@ -150,6 +178,69 @@ static void remu_resp_complete(struct remu_qp *qp, struct sk_buff *skb,
 	e->roff = 0;
 	if (status == IB_WC_SUCCESS)
 		remu_count(qp->rdev, REMU_CNT_RDMA_RECV);
+}
+
+static void remu_resp_complete(struct remu_qp *qp, struct sk_buff *skb,
+			       int status, u32 opcode, u32 byte_len)
+{
+	remu_resp_complete_ext(qp, skb, status, opcode, byte_len, NULL);
+}
+
+/*
+ * Inline receive (scatter to CQE, see uapi remu-abi.h): a single-packet
+ * message of 1 to REMU_CQE_INLINE_MAX bytes (the UD GRH area included)
+ * for a CQ created with REMU_CREATE_CQ_INLINE_RECV goes into @ext with
+ * the process addresses to copy it to, and the provider copies it at
+ * poll time.  Every SGE the data reaches is first looked up and checked
+ * exactly as remu_sge_copy() would (PD, bounds, LOCAL_WRITE) and must be
+ * host memory (remu_mr_user_va()).  Returns false when any of that does
+ * not hold: the caller then takes the normal scatter path, which also
+ * reports the errors.  Nothing here touches MR memory.
+ */
+static bool remu_resp_inline(struct remu_qp *qp, struct sk_buff *skb,
+			     const u8 *grh, u32 glen,
+			     struct remu_cqe_ext *ext)
+{
+	struct remu_skb_cb *cb = remu_cb(skb);
+	struct remu_pd *pd = to_remu_pd(qp->ib_qp.pd);
+	struct remu_qp_eng *e = &qp->eng;
+	u32 total = glen + cb->paylen, done = 0, n = 0, i;
+
+	if (!qp->rcq->inline_recv || !total || total > REMU_CQE_INLINE_MAX)
+		return false;
+	for (i = 0; i < e->rwqe.num_sge && done < total; i++) {
+		const struct remu_sge *sge = &e->rsge[i];
+		u32 here = min(sge->length, total - done);
+		struct remu_mr *mr;
+		u64 va;
+		int err;
+
+		if (!here)
+			continue;
+		if (n == REMU_CQE_INLINE_SGES)
+			return false;
+		mr = remu_mr_lookup(qp->rdev, sge->lkey, REMU_LKEY);
+		if (!mr)
+			return false;
+		err = remu_mr_check(mr, pd, sge->addr, here,
+				    IB_ACCESS_LOCAL_WRITE);
+		if (!err)
+			err = remu_mr_user_va(mr, sge->addr, &va);
+		remu_mr_put(mr);
+		if (err)
+			return false;
+		ext->sge[n].addr = va;
+		ext->sge[n].length = here;
+		n++;
+		done += here;
+	}
+	if (done < total)
+		return false;
+	memcpy(ext->data, grh, glen);
+	if (skb_copy_bits(skb, cb->hdr_len, ext->data + glen, cb->paylen))
+		return false;
+	ext->cqe.inline_sges = n;
+	return true;
 }
 
 static int remu_resp_scatter(struct remu_qp *qp, const void *buf, u32 len)
@@ -173,7 +264,9 @@ static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
 	struct remu_skb_cb *cb = remu_cb(skb);
 	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
 	struct remu_qp_eng *e = &qp->eng;
+	struct remu_cqe_ext *ext = NULL;
 	u8 grh[REMU_GRH_LEN];
+	u32 glen = 0;
 	int err;
 
 	if (!remu_resp_get_rwqe(qp))
@@ -184,13 +277,25 @@ static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
 			memcpy(grh + 20, ip_hdr(skb), sizeof(struct iphdr));
 		else
 			memcpy(grh, ipv6_hdr(skb), sizeof(struct ipv6hdr));
-		err = remu_resp_scatter(qp, grh, sizeof(grh));
+		glen = sizeof(grh);
+	}
+	if ((info->flags & REMU_OP_ONLY) && qp->rcq->inline_recv) {
+		ext = &e->rext;
+		memset(ext, 0, sizeof(*ext));
+		if (remu_resp_inline(qp, skb, grh, glen, ext))
+			e->roff = glen + cb->paylen;
+		else
+			ext = NULL;
+	}
+	if (!ext) {
+		err = remu_resp_scatter(qp, grh, glen);
+		if (err)
+			goto err;
+		err = remu_resp_scatter(qp, skb->data + cb->hdr_len,
+					cb->paylen);
 		if (err)
 			goto err;
 	}
-	err = remu_resp_scatter(qp, skb->data + cb->hdr_len, cb->paylen);
-	if (err)
-		goto err;
 	if (info->flags & (REMU_OP_LAST | REMU_OP_ONLY)) {
 		void *ieth = remu_pkt_hdr_of(skb, info, REMU_HDR_IETH);
 
@@ -201,7 +306,8 @@ static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
 					   IB_WC_RECV, e->roff);
 			return -EINVAL;
 		}
-		remu_resp_complete(qp, skb, IB_WC_SUCCESS, IB_WC_RECV, e->roff);
+		remu_resp_complete_ext(qp, skb, IB_WC_SUCCESS, IB_WC_RECV,
+				       e->roff, ext);
 	}
 	return 0;
 err:
@@ -223,8 +329,11 @@ static bool remu_qp_allows(struct remu_qp *qp, unsigned int access)
 static int remu_resp_rkey(struct remu_qp *qp, u32 rkey, u64 va, u64 len,
 			  unsigned int access, struct remu_rkey *rk)
 {
-	if (remu_rkey_get(qp->rdev, rkey, rk))
+	if (remu_rkey_get(qp->rdev, rkey, rk)) {
+		/* num_mrs_not_found while the device has ODP MRs */
+		remu_odp_count_key_miss(qp->rdev);
 		return -EACCES;
+	}
 	if (remu_rkey_check(rk, to_remu_pd(qp->ib_qp.pd), qp->ib_qp.qp_num,
 			    va, len, access)) {
 		remu_rkey_put(rk);

@@ -181,6 +181,7 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 {
 	struct remu_alloc_ucontext_resp resp = {
 		.abi_version = REMU_ABI_VERSION,
+		.comp_mask = REMU_UCTX_INLINE_RECV,
 	};
 	struct remu_ucontext *uc = to_remu_uc(uctx);
 	int err;
@@ -295,6 +296,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.dealloc_ucontext = remu_dealloc_ucontext,
 	.dereg_mr = remu_dereg_mr,
 	.disassociate_ucontext = remu_disassociate_ucontext,
+	.fill_stat_mr_entry = remu_odp_fill_stat_mr_entry,
 	.destroy_ah = remu_destroy_ah,
 	.destroy_cq = remu_destroy_cq,
 	.destroy_qp = remu_destroy_qp,
@@ -322,7 +324,9 @@ const struct ib_device_ops remu_dev_ops = {
 	.query_srq = remu_query_srq,
 	.reg_dm_mr = remu_reg_dm_mr,
 	.reg_user_mr = remu_reg_user_mr,
+	.reg_user_mr_dmabuf = remu_reg_user_mr_dmabuf,
 	.req_notify_cq = remu_req_notify_cq,
+	.rereg_user_mr = remu_rereg_user_mr,
 	.resize_cq = remu_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, remu_ah, ib_ah),

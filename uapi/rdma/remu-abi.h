@@ -24,9 +24,19 @@
  */
 #define REMU_HCA_TYPE "remu"
 
+/*
+ * remu_alloc_ucontext_resp.comp_mask: what the module offers beyond
+ * REMU_ABI_VERSION's base (a provider uses an offer only when it is here,
+ * so old providers and old modules keep working with new ones).
+ */
+enum {
+	/* create_cq takes REMU_CREATE_CQ_INLINE_RECV (inline receive) */
+	REMU_UCTX_INLINE_RECV = 1 << 0,
+};
+
 /* Response to ibv_open_device() (IB_USER_VERBS_CMD_GET_CONTEXT). */
 struct remu_alloc_ucontext_resp {
-	__u32 comp_mask;	/* no optional fields yet: 0 */
+	__u32 comp_mask;	/* REMU_UCTX_* */
 	__u32 abi_version;	/* REMU_ABI_VERSION of the module */
 	__aligned_u64 reserved;	/* 0 */
 };
@@ -142,6 +152,7 @@ enum {
 	REMU_CQE_WITH_INV = 1 << 2,	/* ex_data is the invalidated rkey */
 	REMU_CQE_IP_CSUM_OK = 1 << 3,
 	REMU_CQE_WITH_SMAC = 1 << 4,	/* smac is valid */
+	REMU_CQE_INLINE = 1 << 5,	/* data is in the slot: remu_cqe_ext */
 };
 
 /* remu_cqe.network_hdr_type: the network header of a UD receive */
@@ -175,7 +186,46 @@ struct remu_cqe {
 	__u8 reserved0;
 	__u8 smac[6];
 	__u16 vlan_id;
-	__u32 reserved1[2];
+	__u32 inline_sges;	/* REMU_CQE_INLINE: entries of remu_cqe_ext.sge */
+	__u32 reserved1;
+};
+
+/*
+ * Inline receive (scatter to CQE).  A CQ created with
+ * REMU_CREATE_CQ_INLINE_RECV has slots of struct remu_cqe_ext.  When a
+ * receive completion there has REMU_CQE_INLINE, the kernel did not write
+ * the receive buffers: the byte_len bytes the receive WQE would have got
+ * (for UD the 40-byte GRH area first) are in data, and the provider copies
+ * them, in order, to the inline_sges process addresses in sge (each
+ * checked by the kernel against the WQE's lkey: PD, bounds, LOCAL_WRITE,
+ * host memory) before it returns the completion.  Used for single-packet
+ * messages of 1 to REMU_CQE_INLINE_MAX bytes whose data spans at most
+ * REMU_CQE_INLINE_SGES SGEs.
+ */
+#define REMU_CQE_INLINE_MAX	64
+#define REMU_CQE_INLINE_SGES	8
+
+struct remu_cqe_sge {
+	__aligned_u64 addr;	/* process virtual address */
+	__u32 length;
+	__u32 reserved;
+};
+
+struct remu_cqe_ext {
+	struct remu_cqe cqe;
+	__u8 data[REMU_CQE_INLINE_MAX];
+	struct remu_cqe_sge sge[REMU_CQE_INLINE_SGES];
+};
+
+/* remu_create_cq_cmd.flags */
+enum {
+	REMU_CREATE_CQ_INLINE_RECV = 1 << 0,	/* slots of remu_cqe_ext */
+};
+
+/* Driver data of ibv_create_cq() (optional: absent means flags 0). */
+struct remu_create_cq_cmd {
+	__u32 flags;		/* REMU_CREATE_CQ_* */
+	__u32 reserved;		/* 0 */
 };
 
 /* Response to ibv_create_cq() and ibv_resize_cq(): the (new) CQ ring. */

@@ -6,9 +6,13 @@
  * with IBV_ACCESS_ON_DEMAND, registers an ODP MR that pins nothing) and
  * returns lkey == rkey; remu has no driver-private request or response
  * for it.  ibv_advise_mr (ODP prefetch) is the core's ADVISE_MR method
- * (ibv_cmd_advise_mr, exported by libibverbs since rdma-core 22).  ibv_cmd_reg_mr() has had the same signature and meaning from
- * rdma-core 44 to 56 (PABI 34), so this builds in the 56.1 tree and runs
- * on bookworm's libibverbs 44.
+ * (ibv_cmd_advise_mr, exported by libibverbs since rdma-core 22).
+ * ibv_rereg_mr is a plain uverbs REREG_MR too: the kernel builds a new MR
+ * (new lkey/rkey, which ibv_cmd_rereg_mr stores in the ibv_mr) and drops
+ * the old one; on failure the old MR is unchanged (docs/memory-regions.md).
+ * ibv_cmd_reg_mr() and ibv_cmd_rereg_mr() have had the same signatures
+ * and meaning from rdma-core 44 to 56 (PABI 34), so this builds in the
+ * 56.1 tree and runs on bookworm's libibverbs 44.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,6 +41,34 @@ struct ibv_mr *remu_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 	return &vmr->ibv_mr;
 }
 
+/*
+ * ibv_reg_dmabuf_mr: the core's REG_DMABUF_MR method; the kernel attaches
+ * to the dma-buf and maps it (drivers/remu/remu_dmabuf.c).  rdma-core 54
+ * gave ibv_cmd_reg_dmabuf_mr a trailing driver command buffer argument
+ * without a private-ABI bump: we pass NULL, which libibverbs 44 (no such
+ * argument) never reads.
+ */
+struct ibv_mr *remu_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+				  size_t length, uint64_t iova, int fd,
+				  int access)
+{
+	struct verbs_mr *vmr;
+	int ret;
+
+	vmr = calloc(1, sizeof(*vmr));
+	if (!vmr)
+		return NULL;
+
+	ret = ibv_cmd_reg_dmabuf_mr(pd, offset, length, iova, fd, access, vmr,
+				    NULL);
+	if (ret) {
+		free(vmr);
+		errno = ret;
+		return NULL;
+	}
+	return &vmr->ibv_mr;
+}
+
 int remu_dereg_mr(struct verbs_mr *vmr)
 {
 	int ret;
@@ -46,6 +78,22 @@ int remu_dereg_mr(struct verbs_mr *vmr)
 		return ret;
 	free(vmr);
 	return 0;
+}
+
+int remu_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+		  void *addr, size_t length, int access)
+{
+	struct ib_uverbs_rereg_mr_resp resp;
+	struct ibv_rereg_mr cmd = {};
+	int ret;
+
+	/* ibv_rereg_mr() has no iova argument: the MR's iova is @addr */
+	ret = ibv_cmd_rereg_mr(vmr, flags, addr, length, (uintptr_t)addr,
+			       access, pd, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (ret)
+		errno = ret;
+	return ret;
 }
 
 int remu_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,

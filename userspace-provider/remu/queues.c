@@ -9,6 +9,10 @@
  * no system call.  Control verbs go through the ibv_cmd_* commands, whose
  * responses say where each ring is mapped.
  *
+ * Inline receive: unless REMU_SCATTER_TO_CQE=0, CQs are created with
+ * REMU_CREATE_CQ_INLINE_RECV; poll_cq then copies a small receive's data
+ * from the CQE slot to the addresses the kernel checked and put there.
+ *
  * Locking: one spinlock per ring (cq->lock, qp->sq_lock, qp->rq_lock,
  * srq->lock) serialises this process's threads on that ring's index.
  */
@@ -22,6 +26,20 @@
 
 /* ---- CQ ---- */
 
+/*
+ * Inline receive (scatter to CQE) is on unless the environment says
+ * REMU_SCATTER_TO_CQE=0 when the CQ is created (the name follows mlx5's
+ * MLX5_SCATTER_TO_CQE), and only when the module offers it.
+ */
+static int remu_want_inline_recv(struct ibv_context *ctx)
+{
+	const char *env = getenv("REMU_SCATTER_TO_CQE");
+
+	if (!(to_rctx(ctx)->kernel_caps & REMU_UCTX_INLINE_RECV))
+		return 0;
+	return !env || strcmp(env, "0");
+}
+
 struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe,
 			      struct ibv_comp_channel *channel, int comp_vector)
 {
@@ -34,6 +52,8 @@ struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe,
 	if (!cq)
 		return NULL;
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	if (remu_want_inline_recv(ctx))
+		cmd.flags = REMU_CREATE_CQ_INLINE_RECV;
 	ret = ibv_cmd_create_cq(ctx, cqe, channel, comp_vector, &cq->ibcq,
 				&cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
 				sizeof(resp));
@@ -44,6 +64,7 @@ struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe,
 		ibv_cmd_destroy_cq(&cq->ibcq);
 		goto err_free;
 	}
+	cq->inline_recv = cq->ring.slot_size >= sizeof(struct remu_cqe_ext);
 	return &cq->ibcq;
 
 err_free:
@@ -87,6 +108,8 @@ int remu_resize_cq(struct ibv_cq *ibcq, int cqe)
 		if (!ret) {
 			remu_uring_unmap(&cq->ring);
 			cq->ring = nr;
+			cq->inline_recv = cq->ring.slot_size >=
+					  sizeof(struct remu_cqe_ext);
 		}
 	}
 	pthread_spin_unlock(&cq->lock);
@@ -118,6 +141,28 @@ static void remu_cqe_to_wc(const struct remu_cqe *c, struct ibv_wc *wc)
 	wc->dlid_path_bits = c->dlid_path_bits;
 }
 
+/*
+ * Inline receive: the kernel checked each address against the receive
+ * WQE's lkeys and put the data in the slot; place it, in order.  The
+ * slot is in memory the process can write, so take nothing for granted
+ * that only bounds this process's own damage.
+ */
+static void remu_cqe_place(const struct remu_cqe_ext *x)
+{
+	uint32_t n = x->cqe.inline_sges, off = 0, i;
+
+	if (n > REMU_CQE_INLINE_SGES)
+		n = REMU_CQE_INLINE_SGES;
+	for (i = 0; i < n; i++) {
+		uint32_t len = x->sge[i].length;
+
+		if (len > REMU_CQE_INLINE_MAX - off)
+			len = REMU_CQE_INLINE_MAX - off;
+		memcpy((void *)(uintptr_t)x->sge[i].addr, x->data + off, len);
+		off += len;
+	}
+}
+
 /* Reads the ring only: no system call. */
 int remu_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 {
@@ -127,6 +172,8 @@ int remu_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 
 	pthread_spin_lock(&cq->lock);
 	while (n < ne && (c = remu_uring_cons_slot(&cq->ring))) {
+		if (cq->inline_recv && (c->flags & REMU_CQE_INLINE))
+			remu_cqe_place((const struct remu_cqe_ext *)c);
 		remu_cqe_to_wc(c, &wc[n++]);
 		remu_uring_cons_advance(&cq->ring);
 	}

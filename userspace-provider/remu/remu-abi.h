@@ -18,7 +18,7 @@
 DECLARE_DRV_CMD(remu_cmd_alloc_context, IB_USER_VERBS_CMD_GET_CONTEXT,
 		empty, remu_alloc_ucontext_resp);
 DECLARE_DRV_CMD(remu_cmd_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
-		empty, remu_create_cq_resp);
+		remu_create_cq_cmd, remu_create_cq_resp);
 DECLARE_DRV_CMD(remu_cmd_resize_cq, IB_USER_VERBS_CMD_RESIZE_CQ,
 		empty, remu_resize_cq_resp);
 DECLARE_DRV_CMD(remu_cmd_create_qp, IB_USER_VERBS_CMD_CREATE_QP,

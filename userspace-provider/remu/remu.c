@@ -118,8 +118,10 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.query_qp = remu_query_qp,
 	.query_srq = remu_query_srq,
 	.reg_dm_mr = remu_reg_dm_mr,
+	.reg_dmabuf_mr = remu_reg_dmabuf_mr,
 	.reg_mr = remu_reg_mr,
 	.req_notify_cq = remu_req_notify_cq,
+	.rereg_mr = remu_rereg_mr,
 	.resize_cq = remu_resize_cq,
 };
 
@@ -156,6 +158,7 @@ static struct verbs_context *remu_alloc_context(struct ibv_device *ibdev,
 		goto err;
 	}
 
+	ctx->kernel_caps = resp.comp_mask;
 	verbs_set_ops(&ctx->vctx, &remu_ctx_ops);
 	return &ctx->vctx;
 

@@ -19,6 +19,7 @@ struct remu_device {
 
 struct remu_context {
 	struct verbs_context vctx;
+	uint32_t kernel_caps;	/* REMU_UCTX_* the module offered */
 };
 
 /* A CQ: the provider consumes its ring in poll_cq. */
@@ -26,6 +27,7 @@ struct remu_cq {
 	struct ibv_cq ibcq;
 	pthread_spinlock_t lock;
 	struct remu_uring ring;
+	int inline_recv;	/* slots are struct remu_cqe_ext */
 };
 
 /* A QP: the provider produces into its SQ and RQ rings. */
@@ -128,7 +130,12 @@ struct ibv_mr *remu_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
 /* mr.c */
 struct ibv_mr *remu_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 			   uint64_t hca_va, int access);
+struct ibv_mr *remu_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
+				  size_t length, uint64_t iova, int fd,
+				  int access);
 int remu_dereg_mr(struct verbs_mr *vmr);
+int remu_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+		  void *addr, size_t length, int access);
 int remu_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		   uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
 

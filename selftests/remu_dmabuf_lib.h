@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * remu_dmabuf_lib.h - helpers of remu_dmabuf_test and tools/remu_dmabuf_bench:
+ * dma-bufs from the stock exporters (udmabuf, dma-heap system heap, vgem
+ * with PRIME) with the exporter's own view of them, the ioctls of the test
+ * exporter remu_test_dmabuf.ko, and an RC pair (struct side) with one
+ * host buffer and one dma-buf MR per side.  Header-only, like remu_test.h.
+ */
+#ifndef REMU_DMABUF_LIB_H
+#define REMU_DMABUF_LIB_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/dma-buf.h>
+#include <linux/dma-heap.h>
+#include <linux/udmabuf.h>
+/*
+ * The DRM uapi comes from the kernel's own include/uapi (selftests/Makefile,
+ * no libdrm or installed drm headers here); headers_install would strip
+ * the __user annotations that the source tree still has.
+ */
+#define __user
+#include <drm/drm.h>
+#include <drm/drm_mode.h>
+#undef __user
+
+#include "remu_test.h"
+#include "remu_dmabuf_exporter/remu_test_dmabuf.h"
+
+#define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */
+#define BUF_SIZE	(256 << 10)
+#define MR_OFF		8192	/* dma-buf byte at the MR's first iova */
+#define MR_LEN		(BUF_SIZE - MR_OFF)
+#define MR_IOVA		0x7e5500002000ULL	/* same offset in the page */
+#define ACCESS_ALL	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+#define TDB_PATH	"/dev/" REMU_TDB_DEVNAME
+
+/* a port counter of @dev from sysfs, or -1 */
+static inline long long hw_counter(const char *dev, const char *name)
+{
+	char path[256];
+	long long v = -1;
+	FILE *f;
+
+	usleep(20000);	/* past the core's hw_stats lifespan (10 ms) */
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev, name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+static inline void fill(uint8_t *p, size_t len, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)(i * 31 + seed * 7 + (i >> 10) + 1);
+}
+
+/* byte for byte: the first differing offset, or -1 */
+static inline long cmp(const uint8_t *a, const uint8_t *b, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (a[i] != b[i])
+			return i;
+	return -1;
+}
+
+static inline double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/* ---- exporters ---- */
+
+enum exporter { EXP_UDMABUF, EXP_HEAP, EXP_VGEM };
+
+/**
+ * struct dbuf - a dma-buf from a stock exporter and the exporter's view
+ * @fd:		the dma-buf
+ * @memfd:	udmabuf: the memfd behind it
+ * @card:	vgem: the DRM device
+ * @size:	bytes
+ * @view:	@size bytes: the memfd (udmabuf) or the dma-buf mapped
+ */
+struct dbuf {
+	int fd, memfd, card;
+	size_t size;
+	uint8_t *view;
+};
+
+/* the vgem card, found by driver name; -1 if none */
+static inline int vgem_open(void)
+{
+	char path[64], name[32];
+	int i, fd;
+
+	remu_sh("modprobe vgem 2>/dev/null");
+	for (i = 0; i < 16; i++) {
+		struct drm_version v = { .name = name,
+					 .name_len = sizeof(name) - 1 };
+
+		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		memset(name, 0, sizeof(name));
+		if (!ioctl(fd, DRM_IOCTL_VERSION, &v) && !strcmp(name, "vgem"))
+			return fd;
+		close(fd);
+	}
+	return -1;
+}
+
+static inline int dbuf_create(struct dbuf *d, enum exporter e, size_t size)
+{
+	int mfd = -1;
+
+	d->fd = d->memfd = d->card = -1;
+	d->size = size;
+	d->view = NULL;
+	if (e == EXP_UDMABUF) {
+		struct udmabuf_create c = { .flags = UDMABUF_FLAGS_CLOEXEC,
+					    .size = size };
+		int u = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+
+		d->memfd = memfd_create("remu-dmabuf", MFD_ALLOW_SEALING);
+		if (u < 0 || d->memfd < 0 || ftruncate(d->memfd, size) ||
+		    fcntl(d->memfd, F_ADD_SEALS, F_SEAL_SHRINK)) {
+			if (u >= 0)
+				close(u);
+			return -1;
+		}
+		c.memfd = d->memfd;
+		d->fd = ioctl(u, UDMABUF_CREATE, &c);
+		close(u);
+		mfd = d->memfd;
+	} else if (e == EXP_HEAP) {
+		struct dma_heap_allocation_data a = {
+			.len = size, .fd_flags = O_RDWR | O_CLOEXEC };
+		int h = open("/dev/dma_heap/system", O_RDONLY | O_CLOEXEC);
+
+		if (h < 0)
+			return -1;
+		if (!ioctl(h, DMA_HEAP_IOCTL_ALLOC, &a))
+			d->fd = a.fd;
+		close(h);
+		mfd = d->fd;
+	} else {
+		struct drm_mode_create_dumb c = { .width = 1024, .bpp = 32,
+						  .height = size / 4096 };
+		struct drm_prime_handle p = { .flags = DRM_CLOEXEC | DRM_RDWR };
+		struct drm_gem_close gc = {};
+
+		d->card = vgem_open();
+		if (d->card < 0 ||
+		    ioctl(d->card, DRM_IOCTL_MODE_CREATE_DUMB, &c) ||
+		    c.size < size)
+			return -1;
+		p.handle = c.handle;
+		if (!ioctl(d->card, DRM_IOCTL_PRIME_HANDLE_TO_FD, &p))
+			d->fd = p.fd;
+		/* the dma-buf keeps the object alive */
+		gc.handle = c.handle;
+		ioctl(d->card, DRM_IOCTL_GEM_CLOSE, &gc);
+		mfd = d->fd;
+	}
+	if (d->fd < 0)
+		return -1;
+	d->view = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       mfd, 0);
+	if (d->view == MAP_FAILED) {
+		d->view = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static inline void dbuf_destroy(struct dbuf *d)
+{
+	if (d->view)
+		munmap(d->view, d->size);
+	if (d->fd >= 0)
+		close(d->fd);
+	if (d->memfd >= 0)
+		close(d->memfd);
+	if (d->card >= 0)
+		close(d->card);
+}
+
+/* bracket CPU access to the view as the dma-buf API asks */
+static inline void dbuf_sync(struct dbuf *d, int end)
+{
+	struct dma_buf_sync s = {
+		.flags = DMA_BUF_SYNC_RW |
+			 (end ? DMA_BUF_SYNC_END : DMA_BUF_SYNC_START) };
+
+	ioctl(d->fd, DMA_BUF_IOCTL_SYNC, &s);
+}
+
+/* ---- the test exporter ---- */
+
+static inline int tdb_create(int ctl, size_t size, unsigned int flags)
+{
+	struct remu_tdb_create c = { .size = size, .flags = flags };
+
+	return ioctl(ctl, REMU_TDB_CREATE, &c) ? -1 : c.fd;
+}
+
+static inline int tdb_rw(int ctl, int fd, int write, uint64_t off, void *buf,
+		  size_t len)
+{
+	struct remu_tdb_rw rw = { .fd = fd, .offset = off, .len = len,
+				  .buf = (uintptr_t)buf };
+
+	return ioctl(ctl, write ? REMU_TDB_WRITE : REMU_TDB_READ, &rw);
+}
+
+static inline int tdb_move(int ctl, int fd, unsigned int delay_ms)
+{
+	struct remu_tdb_move m = { .fd = fd, .delay_ms = delay_ms };
+
+	return ioctl(ctl, REMU_TDB_MOVE, &m) ? -errno : 0;
+}
+
+static inline int tdb_evict(int ctl, int fd)
+{
+	return ioctl(ctl, REMU_TDB_EVICT, &fd) ? -errno : 0;
+}
+
+static inline struct remu_tdb_info tdb_info(int ctl, int fd)
+{
+	struct remu_tdb_info i = { .fd = fd };
+
+	if (ioctl(ctl, REMU_TDB_INFO, &i))
+		i.moves = ~0ULL;
+	return i;
+}
+
+/* ---- RC pair ---- */
+
+/**
+ * struct side - one end of the RC connection
+ * @host:	BUF_SIZE bytes of ordinary memory, registered as @host_mr
+ * @dmr:	the dma-buf MR (iova MR_IOVA, dma-buf byte MR_OFF), or NULL
+ */
+struct side {
+	const char *dev;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	uint8_t *host;
+	struct ibv_mr *host_mr;
+	struct ibv_mr *dmr;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+};
+
+static inline int side_open(struct side *s, const char *dev)
+{
+	struct ibv_qp_init_attr ia = {};
+	struct ibv_port_attr pa;
+
+	s->dev = dev;
+	s->ctx = remu_open(dev);
+	if (!s->ctx)
+		return -1;
+	if (ibv_query_port(s->ctx, 1, &pa) ||
+	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
+		return -1;
+	s->mtu = pa.active_mtu;
+	s->pd = ibv_alloc_pd(s->ctx);
+	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
+	s->host = aligned_alloc(4096, BUF_SIZE);
+	if (!s->cq || !s->host)
+		return -1;
+	memset(s->host, 0, BUF_SIZE);
+	s->host_mr = ibv_reg_mr(s->pd, s->host, BUF_SIZE, ACCESS_ALL);
+	ia.send_cq = s->cq;
+	ia.recv_cq = s->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 16;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_recv_sge = 2;
+	s->qp = s->host_mr ? ibv_create_qp(s->pd, &ia) : NULL;
+	return s->qp ? 0 : -1;
+}
+
+static inline int side_connect(struct side *s, struct side *peer)
+{
+	struct ibv_qp_attr a = {};
+
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_REMOTE_ATOMIC;
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
+	a.dest_qp_num = peer->qp->qp_num;
+	a.rq_psn = 0x123;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = peer->gid;
+	a.ah_attr.grh.sgid_index = GID_INDEX;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV |
+			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0x123;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
+	return ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
+			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+static inline void side_close(struct side *s)
+{
+	if (s->qp)
+		ibv_destroy_qp(s->qp);
+	if (s->dmr)
+		ibv_dereg_mr(s->dmr);
+	if (s->host_mr)
+		ibv_dereg_mr(s->host_mr);
+	if (s->cq)
+		ibv_destroy_cq(s->cq);
+	if (s->pd)
+		ibv_dealloc_pd(s->pd);
+	if (s->ctx)
+		ibv_close_device(s->ctx);
+	free(s->host);
+}
+
+static inline int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	double t0 = now_ms();
+
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		if (n < 0)
+			return -1;
+		if (n == 1)
+			return wc->status;
+		if (now_ms() - t0 > 20000)
+			return -1;
+	}
+}
+
+/* one signalled WR from @s; returns its completion status */
+static inline int post1(struct side *s, enum ibv_wr_opcode op, uint64_t laddr,
+		 uint32_t lkey, uint32_t len, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = { laddr, len, lkey };
+	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1,
+				  .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	if (ibv_post_send(s->qp, &wr, &bad))
+		return -1;
+	return poll_one(s->cq, &wc);
+}
+
+static inline int post_recv1(struct side *s, uint64_t addr, uint32_t lkey,
+		      uint32_t len)
+{
+	struct ibv_sge sge = { addr, len, lkey };
+	struct ibv_recv_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad;
+
+	return ibv_post_recv(s->qp, &wr, &bad);
+}
+
+/* host address of @s's host buffer at byte @off */
+#define HOST(s, off)	((uintptr_t)(s)->host + (off))
+
+#endif /* REMU_DMABUF_LIB_H */

@@ -1,0 +1,618 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_rereg_test - ibv_rereg_mr end to end, remu0 (the MR's owner, side
+ * a) <-> remu1 (the peer, side b), byte for byte.
+ *
+ * Fixture rereg, variants pinned, odp (explicit) and implicit (one
+ * implicit ODP MR as the old MR).  Side a has two PDs, each with an RC QP
+ * connected to a QP of side b, and two buffers (old and new range).
+ *
+ * flags_*: every combination of CHANGE_TRANSLATION, CHANGE_PD and
+ * CHANGE_ACCESS.  Before: the peer WRITEs and READs through the rkey and
+ * a SENDs from the MR (lkey).  After: the keys changed; the peer READs the
+ * new range through the new rkey over the QP of the new PD, WRITEs it
+ * (or, with the access change that drops REMOTE_WRITE, gets
+ * REM_ACCESS_ERR), a SENDs from it with the new lkey; the old rkey gets
+ * REM_ACCESS_ERR and the old range is not touched, the old lkey gives
+ * LOC_PROT_ERR, and with a PD change the QP of the old PD gets
+ * REM_ACCESS_ERR with the new rkey.
+ *
+ * race: the peer streams WRITEs through the old rkey and, once the first
+ * have landed, a moves the MR to another range; every WRITE completes or
+ * fails with REM_ACCESS_ERR
+ * (then the rest are flushed), and once ibv_rereg_mr has returned the old
+ * range never changes again.
+ *
+ * bad_input: unknown flags and flags 0, a new range that is not mapped
+ * (pinned: EFAULT; ODP registers and the first access fails with
+ * REM_ACCESS_ERR, as ibv_reg_mr with ODP), a PD of another context
+ * (ENOENT: uverbs handles are per context), REMOTE_WRITE without
+ * LOCAL_WRITE (EINVAL), LOCAL_WRITE added to an MR whose pages were taken
+ * read-only (EACCES), an implicit MR losing ON_DEMAND (EOPNOTSUPP); after
+ * each refusal the MR keeps its keys and a WRITE through it still lands.  dm_mr: a device-memory MR cannot be
+ * re-registered (EINVAL) and stays usable.  MR object counts are back at
+ * baseline after every test.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kselftest_harness.h"
+#include "remu_test.h"
+
+#define LEN		(64 * 1024 + 123)
+#define MAP_LEN		(128 * 1024)
+#define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */
+#define RW_ACCESS	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+			 IBV_ACCESS_REMOTE_READ)
+#define T		IBV_REREG_MR_CHANGE_TRANSLATION
+#define P		IBV_REREG_MR_CHANGE_PD
+#define A		IBV_REREG_MR_CHANGE_ACCESS
+
+enum { MR_PINNED, MR_ODP, MR_IMPLICIT };
+
+struct side {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd[2];
+	struct ibv_cq *cq;
+	struct ibv_qp *qp[2];	/* qp[i] in pd[i] (side b: both in pd[0]) */
+	struct ibv_mr *mr;	/* b: over buf; a: the MR under test */
+	uint8_t *buf;		/* a: old range; b: local buffer */
+	uint8_t *buf2;		/* a: new range */
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+};
+
+static uint8_t *map_buf(void)
+{
+	void *p = mmap(NULL, MAP_LEN, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static int side_open(struct side *s, const char *dev, int two_pds)
+{
+	struct ibv_qp_init_attr ia = {};
+	struct ibv_port_attr pa;
+	int i;
+
+	s->ctx = remu_open(dev);
+	if (!s->ctx || ibv_query_port(s->ctx, 1, &pa) ||
+	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
+		return -1;
+	s->mtu = pa.active_mtu;
+	s->pd[0] = ibv_alloc_pd(s->ctx);
+	s->pd[1] = two_pds ? ibv_alloc_pd(s->ctx) : s->pd[0];
+	s->cq = ibv_create_cq(s->ctx, 256, NULL, NULL, 0);
+	s->buf = map_buf();
+	s->buf2 = map_buf();
+	if (!s->pd[0] || !s->pd[1] || !s->cq || !s->buf || !s->buf2)
+		return -1;
+	ia.send_cq = s->cq;
+	ia.recv_cq = s->cq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 128;
+	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_sge = 2;
+	ia.cap.max_recv_sge = 2;
+	for (i = 0; i < 2; i++) {
+		s->qp[i] = ibv_create_qp(s->pd[i], &ia);
+		if (!s->qp[i])
+			return -1;
+	}
+	return 0;
+}
+
+static void side_close(struct side *s)
+{
+	int i;
+
+	for (i = 0; i < 2; i++)
+		if (s->qp[i])
+			ibv_destroy_qp(s->qp[i]);
+	if (s->mr)
+		ibv_dereg_mr(s->mr);
+	if (s->cq)
+		ibv_destroy_cq(s->cq);
+	if (s->pd[1] && s->pd[1] != s->pd[0])
+		ibv_dealloc_pd(s->pd[1]);
+	if (s->pd[0])
+		ibv_dealloc_pd(s->pd[0]);
+	if (s->ctx)
+		ibv_close_device(s->ctx);
+	if (s->buf)
+		munmap(s->buf, MAP_LEN);
+	if (s->buf2)
+		munmap(s->buf2, MAP_LEN);
+}
+
+/* RESET -> INIT -> RTR -> RTS of @qp towards @peer_qp on @peer */
+static int qp_connect(struct side *s, struct ibv_qp *qp, struct side *peer,
+		      struct ibv_qp *peer_qp)
+{
+	struct ibv_qp_attr a = {};
+
+	a.qp_state = IBV_QPS_RESET;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		return -1;
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
+	a.dest_qp_num = peer_qp->qp_num;
+	a.rq_psn = 0x100;
+	a.max_dest_rd_atomic = 4;
+	a.min_rnr_timer = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = peer->gid;
+	a.ah_attr.grh.sgid_index = GID_INDEX;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 0x100;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = 7;
+	a.max_rd_atomic = 4;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
+			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* (re)connect pair @i: a.qp[i] <-> b.qp[i]; drains the CQs */
+static int pair_connect(struct side *a, struct side *b, int i)
+{
+	struct ibv_wc wc[16];
+
+	while (ibv_poll_cq(a->cq, 16, wc) > 0)
+		;
+	while (ibv_poll_cq(b->cq, 16, wc) > 0)
+		;
+	if (qp_connect(a, a->qp[i], b, b->qp[i]) ||
+	    qp_connect(b, b->qp[i], a, a->qp[i]))
+		return -1;
+	return 0;
+}
+
+static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		if (n < 0)
+			return -1;
+		if (n == 1)
+			return wc->status;
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (t.tv_sec - t0.tv_sec > 20)
+			return -1;
+	}
+}
+
+static void fill(uint8_t *p, size_t len, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)(i * 31 + seed + (i >> 8));
+}
+
+/* one signalled RDMA WRITE or READ from b over qp[@i] */
+static int rdma1(struct side *b, int i, enum ibv_wr_opcode op,
+		 uint8_t *laddr, uint32_t len, uint8_t *raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = { (uintptr_t)laddr, len, b->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1,
+				  .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_wc wc;
+
+	wr.wr.rdma.remote_addr = (uintptr_t)raddr;
+	wr.wr.rdma.rkey = rkey;
+	if (ibv_post_send(b->qp[i], &wr, &bad))
+		return -1;
+	return poll_one(b->cq, &wc);
+}
+
+/*
+ * a SENDs @len bytes at @addr (lkey @lkey) over qp[@i] into b's buffer;
+ * returns a's send status (b's receive is checked when it succeeded).
+ */
+static int send1(struct side *a, struct side *b, int i, uint8_t *addr,
+		 uint32_t len, uint32_t lkey)
+{
+	struct ibv_sge rs = { (uintptr_t)b->buf, MAP_LEN, b->mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = &rs, .num_sge = 1 };
+	struct ibv_sge ss = { (uintptr_t)addr, len, lkey };
+	struct ibv_send_wr swr = { .wr_id = 8, .sg_list = &ss, .num_sge = 1,
+				   .opcode = IBV_WR_SEND,
+				   .send_flags = IBV_SEND_SIGNALED }, *bad;
+	struct ibv_recv_wr *rbad;
+	struct ibv_wc wc;
+	int st;
+
+	if (ibv_post_recv(b->qp[i], &rwr, &rbad) ||
+	    ibv_post_send(a->qp[i], &swr, &bad))
+		return -1;
+	st = poll_one(a->cq, &wc);
+	if (st)
+		return st;
+	if (poll_one(b->cq, &wc) || wc.byte_len != len ||
+	    memcmp(b->buf, addr, len))
+		return -2;
+	return 0;
+}
+
+FIXTURE(rereg) {
+	struct side a, b;
+	int mrs;
+};
+
+FIXTURE_VARIANT(rereg) {
+	int kind;
+};
+
+FIXTURE_VARIANT_ADD(rereg, pinned) { .kind = MR_PINNED };
+FIXTURE_VARIANT_ADD(rereg, odp) { .kind = MR_ODP };
+FIXTURE_VARIANT_ADD(rereg, implicit) { .kind = MR_IMPLICIT };
+
+static int odp_access(int kind)
+{
+	return kind == MR_PINNED ? 0 : IBV_ACCESS_ON_DEMAND;
+}
+
+FIXTURE_SETUP(rereg)
+{
+	struct side *a = &self->a, *b = &self->b;
+
+	memset(a, 0, sizeof(*a));
+	memset(b, 0, sizeof(*b));
+	self->mrs = remu_obj_count("mr");
+	ASSERT_LE(0, self->mrs);
+	ASSERT_EQ(0, side_open(a, "remu0", 1));
+	ASSERT_EQ(0, side_open(b, "remu1", 0));
+	b->mr = ibv_reg_mr(b->pd[0], b->buf, MAP_LEN, RW_ACCESS);
+	ASSERT_NE(NULL, b->mr);
+	if (variant->kind == MR_IMPLICIT)
+		a->mr = ibv_reg_mr(a->pd[0], NULL, SIZE_MAX,
+				   RW_ACCESS | IBV_ACCESS_ON_DEMAND);
+	else
+		a->mr = ibv_reg_mr(a->pd[0], a->buf, LEN,
+				   RW_ACCESS | odp_access(variant->kind));
+	ASSERT_NE(NULL, a->mr);
+	ASSERT_EQ(0, pair_connect(a, b, 0));
+	ASSERT_EQ(0, pair_connect(a, b, 1));
+}
+
+FIXTURE_TEARDOWN(rereg)
+{
+	side_close(&self->a);
+	side_close(&self->b);
+	EXPECT_EQ(self->mrs, remu_obj_count("mr"));
+}
+
+/* traffic through a's MR before a rereg: WRITE, READ, local SEND */
+static void traffic_before(struct __test_metadata *_metadata,
+			   struct side *a, struct side *b)
+{
+	fill(b->buf, LEN, 1);
+	ASSERT_EQ(IBV_WC_SUCCESS, rdma1(b, 0, IBV_WR_RDMA_WRITE, b->buf, LEN,
+				       a->buf, a->mr->rkey));
+	ASSERT_EQ(0, memcmp(a->buf, b->buf, LEN));
+	fill(a->buf, LEN, 2);
+	ASSERT_EQ(IBV_WC_SUCCESS, rdma1(b, 0, IBV_WR_RDMA_READ, b->buf, LEN,
+				       a->buf, a->mr->rkey));
+	ASSERT_EQ(0, memcmp(a->buf, b->buf, LEN));
+	fill(a->buf, LEN, 3);
+	ASSERT_EQ(0, send1(a, b, 0, a->buf + 1, LEN - 1, a->mr->lkey));
+}
+
+/* one flag combination: see the top of the file */
+static void rereg_case(struct __test_metadata *_metadata,
+		       FIXTURE_DATA(rereg) *self, int kind, int flags)
+{
+	struct side *a = &self->a, *b = &self->b;
+	uint32_t old_key = a->mr->rkey;
+	int new_access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+			 odp_access(kind);
+	int np = flags & P ? 1 : 0;
+	uint8_t *nbuf = flags & T ? a->buf2 : a->buf;
+	uint8_t *snap = malloc(LEN);
+	int ret;
+
+	ASSERT_NE(NULL, snap);
+	traffic_before(_metadata, a, b);
+
+	ret = ibv_rereg_mr(a->mr, flags, a->pd[1], flags & T ? nbuf : NULL,
+			   flags & T ? LEN : 0, flags & A ? new_access : 0);
+	ASSERT_EQ(0, ret) TH_LOG("rereg 0x%x: %s", flags, strerror(errno));
+	EXPECT_NE(old_key, a->mr->rkey);
+	EXPECT_EQ(a->mr->lkey, a->mr->rkey);
+	EXPECT_EQ(a->pd[np], a->mr->pd);
+	if (flags & T) {
+		EXPECT_EQ(nbuf, a->mr->addr);
+		EXPECT_EQ(LEN, a->mr->length);
+	}
+
+	/* after: remote READ of the new range through the new rkey */
+	fill(nbuf, LEN, 4);
+	memset(b->buf, 0, LEN);
+	ASSERT_EQ(IBV_WC_SUCCESS, rdma1(b, np, IBV_WR_RDMA_READ, b->buf, LEN,
+				       nbuf, a->mr->rkey));
+	ASSERT_EQ(0, memcmp(nbuf, b->buf, LEN));
+	/* local SGE: SEND from the new range with the new lkey */
+	ASSERT_EQ(0, send1(a, b, np, nbuf + 7, LEN - 7, a->mr->lkey));
+
+	/* remote WRITE through the new rkey: allowed unless access dropped */
+	memcpy(snap, nbuf, LEN);
+	fill(b->buf, LEN, 5);
+	ret = rdma1(b, np, IBV_WR_RDMA_WRITE, b->buf, LEN, nbuf, a->mr->rkey);
+	if (flags & A) {
+		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, ret);
+		EXPECT_EQ(0, memcmp(nbuf, snap, LEN));
+		ASSERT_EQ(0, pair_connect(a, b, np));
+	} else {
+		ASSERT_EQ(IBV_WC_SUCCESS, ret);
+		EXPECT_EQ(0, memcmp(nbuf, b->buf, LEN));
+	}
+
+	/* the old rkey is dead; the old range is not touched */
+	memcpy(snap, a->buf, LEN);
+	fill(b->buf, LEN, 6);
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma1(b, 0, IBV_WR_RDMA_WRITE, b->buf, LEN, a->buf,
+			old_key));
+	EXPECT_EQ(0, memcmp(a->buf, snap, LEN));
+	ASSERT_EQ(0, pair_connect(a, b, 0));
+	/* the old lkey is dead too */
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, send1(a, b, 0, a->buf, 64, old_key));
+	ASSERT_EQ(0, pair_connect(a, b, 0));
+
+	if (flags & P) {
+		/* the QP of the old PD may not use the MR any more */
+		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+			  rdma1(b, 0, IBV_WR_RDMA_READ, b->buf, LEN, nbuf,
+				a->mr->rkey));
+		ASSERT_EQ(0, pair_connect(a, b, 0));
+	}
+	free(snap);
+}
+
+TEST_F(rereg, flags_t) { rereg_case(_metadata, self, variant->kind, T); }
+TEST_F(rereg, flags_p) { rereg_case(_metadata, self, variant->kind, P); }
+TEST_F(rereg, flags_a) { rereg_case(_metadata, self, variant->kind, A); }
+TEST_F(rereg, flags_tp) { rereg_case(_metadata, self, variant->kind, T | P); }
+TEST_F(rereg, flags_ta) { rereg_case(_metadata, self, variant->kind, T | A); }
+TEST_F(rereg, flags_pa) { rereg_case(_metadata, self, variant->kind, P | A); }
+TEST_F(rereg, flags_tpa)
+{
+	rereg_case(_metadata, self, variant->kind, T | P | A);
+}
+
+#define RACE_WRS	96
+#define RACE_LEN	4096
+#define RACE_FIRST	8
+
+/* WRITEs in flight through the old rkey while the MR moves */
+TEST_F(rereg, race)
+{
+	struct side *a = &self->a, *b = &self->b;
+	struct ibv_sge sge = { (uintptr_t)b->buf, RACE_LEN, b->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	uint32_t old_key = a->mr->rkey;
+	int i, ok = 0, failed = 0, flushed = 0;
+	uint8_t *snap = malloc(LEN);
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, snap);
+	memset(a->buf, 0, LEN);
+	fill(b->buf, RACE_LEN, 9);
+	wr.wr.rdma.rkey = old_key;
+	for (i = 0; i < RACE_WRS; i++) {
+		wr.wr_id = i;
+		wr.wr.rdma.remote_addr = (uintptr_t)a->buf +
+					 (i * 512) % (LEN - RACE_LEN);
+		ASSERT_EQ(0, ibv_post_send(b->qp[0], &wr, &bad));
+	}
+	/* let the first WRITEs land, move the MR while the rest fly */
+	for (i = 0; i < RACE_FIRST; i++) {
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(b->cq, &wc));
+		ok++;
+	}
+	ASSERT_EQ(0, ibv_rereg_mr(a->mr, T, NULL, a->buf2, LEN, 0));
+	memcpy(snap, a->buf, LEN);
+	for (i = RACE_FIRST; i < RACE_WRS; i++) {
+		int st = poll_one(b->cq, &wc);
+
+		if (st == IBV_WC_SUCCESS)
+			ok++;
+		else if (st == IBV_WC_REM_ACCESS_ERR)
+			failed++;
+		else if (st == IBV_WC_WR_FLUSH_ERR)
+			flushed++;
+		else
+			ASSERT_EQ(IBV_WC_SUCCESS, st);
+	}
+	TH_LOG("%d WRITEs landed, %d failed, %d flushed", ok, failed, flushed);
+	EXPECT_LE(failed, 1);
+	EXPECT_EQ(RACE_WRS, ok + failed + flushed);
+	/* nothing wrote the old range after ibv_rereg_mr returned */
+	EXPECT_EQ(0, memcmp(a->buf, snap, LEN));
+	/* the moved MR works */
+	ASSERT_EQ(0, pair_connect(a, b, 0));
+	fill(b->buf, LEN, 10);
+	ASSERT_EQ(IBV_WC_SUCCESS, rdma1(b, 0, IBV_WR_RDMA_WRITE, b->buf, LEN,
+				       a->buf2, a->mr->rkey));
+	EXPECT_EQ(0, memcmp(a->buf2, b->buf, LEN));
+	EXPECT_EQ(0, memcmp(a->buf, snap, LEN));
+	free(snap);
+}
+
+/* the MR still works under @key after a refused rereg */
+static void still_valid(struct __test_metadata *_metadata, struct side *a,
+			struct side *b, uint32_t key, unsigned int seed)
+{
+	EXPECT_EQ(key, a->mr->rkey);
+	EXPECT_EQ(key, a->mr->lkey);
+	fill(b->buf, LEN, seed);
+	ASSERT_EQ(IBV_WC_SUCCESS, rdma1(b, 0, IBV_WR_RDMA_WRITE, b->buf, LEN,
+				       a->buf, a->mr->rkey));
+	EXPECT_EQ(0, memcmp(a->buf, b->buf, LEN));
+}
+
+TEST_F(rereg, bad_input)
+{
+	struct side *a = &self->a, *b = &self->b;
+	uint32_t key = a->mr->rkey;
+	int odp = odp_access(variant->kind);
+	struct ibv_pd *pd2, *pds[16];
+	struct ibv_context *ctx2;
+	uint8_t *hole;
+	int i, ret;
+
+	/* unknown flag: libibverbs refuses it; flags 0: the kernel does */
+	errno = 0;
+	EXPECT_EQ(IBV_REREG_MR_ERR_INPUT, ibv_rereg_mr(a->mr, 0x8, NULL,
+						       NULL, 0, 0));
+	EXPECT_EQ(EINVAL, errno);
+	errno = 0;
+	EXPECT_EQ(IBV_REREG_MR_ERR_CMD, ibv_rereg_mr(a->mr, 0, NULL, NULL,
+						     0, 0));
+	EXPECT_EQ(EINVAL, errno);
+	still_valid(_metadata, a, b, key, 20);
+
+	/* REMOTE_WRITE without LOCAL_WRITE */
+	errno = 0;
+	EXPECT_EQ(IBV_REREG_MR_ERR_CMD,
+		  ibv_rereg_mr(a->mr, A, NULL, NULL, 0,
+			       IBV_ACCESS_REMOTE_WRITE | odp));
+	EXPECT_EQ(EINVAL, errno);
+	still_valid(_metadata, a, b, key, 21);
+
+	/*
+	 * a PD of another context; uverbs handles are per context, so take
+	 * one whose number names no object of a's context
+	 */
+	ctx2 = remu_open("remu0");
+	ASSERT_NE(NULL, ctx2);
+	for (i = 0; i < 16; i++) {
+		pds[i] = ibv_alloc_pd(ctx2);
+		ASSERT_NE(NULL, pds[i]);
+	}
+	pd2 = pds[15];
+	errno = 0;
+	EXPECT_EQ(IBV_REREG_MR_ERR_CMD, ibv_rereg_mr(a->mr, P, pd2, NULL, 0,
+						     0));
+	/* the handle names no PD of a's context */
+	EXPECT_EQ(ENOENT, errno);
+	for (i = 0; i < 16; i++)
+		EXPECT_EQ(0, ibv_dealloc_pd(pds[i]));
+	EXPECT_EQ(0, ibv_close_device(ctx2));
+	/* libibverbs moved mr->pd only on success */
+	EXPECT_EQ(a->pd[0], a->mr->pd);
+	still_valid(_metadata, a, b, key, 22);
+
+	if (variant->kind == MR_IMPLICIT) {
+		/* an implicit MR cannot lose ON_DEMAND in place (as mlx5) */
+		errno = 0;
+		EXPECT_EQ(IBV_REREG_MR_ERR_CMD,
+			  ibv_rereg_mr(a->mr, A, NULL, NULL, 0, RW_ACCESS));
+		EXPECT_EQ(EOPNOTSUPP, errno);
+		still_valid(_metadata, a, b, key, 23);
+		return;
+	}
+
+	/* a new range that is not mapped */
+	hole = mmap(NULL, MAP_LEN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+		    -1, 0);
+	ASSERT_NE(MAP_FAILED, hole);
+	ASSERT_EQ(0, munmap(hole, MAP_LEN));
+	errno = 0;
+	ret = ibv_rereg_mr(a->mr, T, NULL, hole, LEN, 0);
+	if (variant->kind == MR_PINNED) {
+		EXPECT_EQ(IBV_REREG_MR_ERR_CMD, ret);
+		EXPECT_EQ(EFAULT, errno);
+		still_valid(_metadata, a, b, key, 24);
+	} else {
+		/* ODP registers what is not mapped; an access then fails */
+		ASSERT_EQ(0, ret);
+		EXPECT_NE(key, a->mr->rkey);
+		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+			  rdma1(b, 0, IBV_WR_RDMA_WRITE, b->buf, 64, hole,
+				a->mr->rkey));
+		ASSERT_EQ(0, pair_connect(a, b, 0));
+		/* and it can move back onto mapped memory */
+		ASSERT_EQ(0, ibv_rereg_mr(a->mr, T, NULL, a->buf, LEN, 0));
+		key = a->mr->rkey;
+		still_valid(_metadata, a, b, key, 25);
+	}
+
+	/* pages taken read-only cannot become writable in place */
+	ASSERT_EQ(0, ibv_rereg_mr(a->mr, A, NULL, NULL, 0,
+				  IBV_ACCESS_REMOTE_READ | odp));
+	key = a->mr->rkey;
+	errno = 0;
+	EXPECT_EQ(IBV_REREG_MR_ERR_CMD,
+		  ibv_rereg_mr(a->mr, A, NULL, NULL, 0, RW_ACCESS | odp));
+	EXPECT_EQ(EACCES, errno);
+	EXPECT_EQ(key, a->mr->rkey);
+	/* with a new translation the pages are taken again, writable */
+	ASSERT_EQ(0, ibv_rereg_mr(a->mr, T | A, NULL, a->buf, LEN,
+				  RW_ACCESS | odp));
+	still_valid(_metadata, a, b, a->mr->rkey, 26);
+}
+
+/* a device-memory MR cannot be re-registered and stays usable */
+TEST(dm_mr)
+{
+	struct ibv_alloc_dm_attr da = { .length = 8192 };
+	struct ibv_context *ctx = remu_open("remu0");
+	uint8_t in[256], out[256];
+	struct ibv_pd *pd;
+	struct ibv_dm *dm;
+	struct ibv_mr *mr;
+	uint32_t key;
+
+	ASSERT_NE(NULL, ctx);
+	pd = ibv_alloc_pd(ctx);
+	ASSERT_NE(NULL, pd);
+	dm = ibv_alloc_dm(ctx, &da);
+	ASSERT_NE(NULL, dm);
+	mr = ibv_reg_dm_mr(pd, dm, 0, 8192, IBV_ACCESS_ZERO_BASED |
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	ASSERT_NE(NULL, mr);
+	key = mr->rkey;
+	errno = 0;
+	EXPECT_NE(0, ibv_rereg_mr(mr, A, NULL, NULL, 0,
+				  IBV_ACCESS_LOCAL_WRITE));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(key, mr->rkey);
+	fill(in, sizeof(in), 30);
+	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 100, in, sizeof(in)));
+	ASSERT_EQ(0, ibv_memcpy_from_dm(out, dm, 100, sizeof(out)));
+	EXPECT_EQ(0, memcmp(in, out, sizeof(in)));
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	EXPECT_EQ(0, ibv_free_dm(dm));
+	EXPECT_EQ(0, ibv_dealloc_pd(pd));
+	ibv_close_device(ctx);
+}
+
+TEST_HARNESS_MAIN
