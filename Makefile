@@ -6,6 +6,10 @@
 #   make            module + provider + selftests + tools (warnings are errors)
 #   make C=1        the same, with sparse over the module
 #   make check      everything, then the whole test suite in the VM
+#   make check-debug  everything, then the suite in the VM on a debug kernel
+#                   (lockdep, KASAN, kmemleak...; built once and cached, see
+#                   scripts/debug-kernel and docs/testing.md)
+#   make debug-kernel  only build (or find) that kernel
 #   make demo       everything, then the guided tour in the VM
 #   make setup      install what the build and the tests need (idempotent)
 #   make install    install the module and the provider on this machine
@@ -20,7 +24,7 @@ PROVIDER_LIBDIR ?= /usr/lib/$(MULTIARCH)/libibverbs
 DRIVER_CONF_DIR ?= /etc/libibverbs.d
 INSTALL_MOD_DIR ?= updates
 
-.PHONY: all module provider selftests tools check demo setup install \
+.PHONY: all module provider selftests tools check check-debug debug-kernel demo setup install \
 	install-module install-provider clean need-kdir
 
 all: module provider selftests tools
@@ -49,6 +53,13 @@ setup:
 check: setup
 	$(MAKE) all
 	scripts/check
+
+check-debug: setup
+	$(MAKE) all
+	scripts/check-debug
+
+debug-kernel:
+	scripts/debug-kernel
 
 demo: setup
 	$(MAKE) all

@@ -34,7 +34,7 @@ reload() {
 	present remu0 && { echo "remu0 still there"; return 1; }
 	dmesg_has "remu: unloaded" || { echo "no unload message"; return 1; }
 	if dmesg_has "remu: leaked"; then dmesg | grep leaked; return 1; fi
-	insmod "$repo/remu.ko" "$@" || return 1
+	insmod "${REMU_KO_DIR:-$repo}/remu.ko" "$@" || return 1
 	rdma link add remu0 type remu netdev v0 || return 1
 	ip netns exec peer rdma link add remu1 type remu netdev v1 || return 1
 	ibv_devinfo -d remu0 | grep -q PORT_ACTIVE

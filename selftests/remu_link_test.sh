@@ -125,7 +125,7 @@ unload() {
 ktap_check "module: unload with live devices removes them, nothing leaked" unload
 
 reload() {
-	insmod "$repo/remu.ko" || return 1
+	insmod "${REMU_KO_DIR:-$repo}/remu.ko" || return 1
 	rdma link add remu0 type remu netdev v0 || return 1
 	ip netns exec peer rdma link add remu1 type remu netdev v1 || return 1
 	ibv_devinfo -d remu0 | grep -q PORT_ACTIVE &&

@@ -7,12 +7,18 @@
 #     scripts/vm -- selftests/run_tests.sh [TEST...]
 # With TEST names (remu_device_test, remu_link_test.sh, ...) only those run;
 # extra arguments after "--" go to a kselftest binary (e.g. -r dev.remu0.query_port).
+# run_tests.sh --list prints the test names.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 cd "$repo"
 
 all_tests=(remu_device_test remu_mr_test remu_queue_test remu_datapath_test remu_odp_test remu_rereg_test remu_inline_test remu_dmabuf_test remu_disassoc_test remu_teardown_test remu_dm_test remu_mw_test remu_dm_pool_test.sh remu_link_test.sh remu_wire_test.sh remu_pingpong_test.sh remu_perftest_test.sh remu_netem_test.sh remu_cm_test.sh remu_nvmeof_test.sh remu_install_test.sh)
+# --list: print the names of all tests, one a line, and run nothing.
+if [ "${1:-}" = --list ]; then
+	printf '%s\n' "${all_tests[@]}"
+	exit 0
+fi
 tests=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do tests+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
@@ -28,9 +34,12 @@ fi
 
 # remu_mr_test drives the MR access layer through the test module
 # remu_test_mr.ko, which is loaded for that test only (it pins remu).
+# The .ko files come from the checkout, or from REMU_KO_DIR when set
+# (make check-debug: modules built for the debug kernel).
+ko_dir=${REMU_KO_DIR:-$repo}
 tmr_load() {
 	[ -d /sys/module/remu_test_mr ] && return 0
-	if insmod "$repo/remu_test_mr.ko"; then
+	if insmod "$ko_dir/remu_test_mr.ko"; then
 		echo "ok 1 setup: remu_test_mr.ko loaded"
 	else
 		echo "not ok 1 setup: cannot load remu_test_mr.ko"
@@ -46,7 +55,7 @@ tmr_unload() {
 # dma-bufs move on command; loaded for that test only.
 tdb_load() {
 	[ -d /sys/module/remu_test_dmabuf ] && return 0
-	if insmod "$repo/remu_test_dmabuf.ko"; then
+	if insmod "$ko_dir/remu_test_dmabuf.ko"; then
 		echo "ok 1 setup: remu_test_dmabuf.ko loaded"
 	else
 		echo "not ok 1 setup: cannot load remu_test_dmabuf.ko"
