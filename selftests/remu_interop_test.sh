@@ -160,7 +160,7 @@ run_pair() {
 	local sout cout spid rc rs ok=1 t0=$SECONDS i
 	sout=$(mktemp) cout=$(mktemp)
 	# shellcheck disable=SC2046,SC2086
-	$(nsx "$sns") timeout 60 $scmd >"$sout" 2>&1 &
+	$(nsx "$sns") timeout 60 $scmd >"$sout" 2>"$sout.err" &
 	spid=$!
 	if [ "$wait" = tcp ]; then
 		remu_wait_listen "$spid" "$port" || echo "# server not listening on $port"
@@ -172,7 +172,7 @@ run_pair() {
 		done
 	fi
 	# shellcheck disable=SC2046,SC2086
-	$(nsx "$cns") timeout 60 $ccmd >"$cout" 2>&1
+	$(nsx "$cns") timeout 60 $ccmd >"$cout" 2>"$cout.err"
 	rc=$?
 	wait "$spid"
 	rs=$?
@@ -180,18 +180,22 @@ run_pair() {
 	if [ "$ok" = 1 ]; then
 		ktap_pass "$name ($((SECONDS - t0)) s)"
 	else
-		echo "# server: $scmd (exit $rs)"; tail -15 "$sout" | sed 's/^/#   /'
-		echo "# client: $ccmd (exit $rc)"; tail -15 "$cout" | sed 's/^/#   /'
+		echo "# server: $scmd (exit $rs)"
+		tail -15 "$sout" | sed 's/^/#   /'
+		tail -5 "$sout.err" | sed 's/^/#   stderr: /'
+		echo "# client: $ccmd (exit $rc)"
+		tail -15 "$cout" | sed 's/^/#   /'
+		tail -5 "$cout.err" | sed 's/^/#   stderr: /'
 		ktap_fail "$name"
 	fi
-	rm -f "$sout" "$cout"
+	rm -f "$sout" "$cout" "$sout.err" "$cout.err"
 }
 
 check_perf() {
 	grep -Eq '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$2" || return 1
 	grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$2" | sed 's/^/#   /'
 }
-check_pp() { ! grep -qi "invalid data" "$1" "$2"; }
+check_pp() { ! grep -qi "invalid data" "$1" "$1.err" "$2" "$2.err"; }
 check_rping() {
 	remu_rping_expect "$1" "server " "$PINGS" && remu_rping_expect "$2" "" "$PINGS"
 }
