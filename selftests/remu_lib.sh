@@ -21,3 +21,35 @@ remu_wait_listen() {
 	done
 	return 1
 }
+
+# remu_rping_expect FILE PREFIX N: FILE holds exactly the N lines
+# "PREFIXping data: rdma-ping-I: PATTERN" that `rping -v` prints for the
+# 64-byte buffer its client fills (PREFIX "server " for the server's side)
+remu_rping_expect() {
+	python3 - "$@" <<'PYEOF'
+import sys
+path, prefix, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+want = []
+first = ord("A")
+for i in range(n):
+    line = "rdma-ping-%d: " % i
+    c = first
+    while len(line) < 63:
+        line += chr(c)
+        c = ord("A") if c >= ord("z") else c + 1
+    first = ord("A") if first >= ord("z") else first + 1
+    want.append(prefix + "ping data: " + line)
+got = [l.rstrip("\n") for l in open(path, errors="replace")
+       if l.startswith(prefix + "ping data: ")]
+if got != want:
+    at = next((i for i, (g, w) in enumerate(zip(got, want)) if g != w),
+              min(len(got), len(want)))
+    print("# %d ping lines, %d wanted; first difference at line %d"
+          % (len(got), n, at))
+    if at < len(got):
+        print("#   got:  " + got[at])
+    if at < len(want):
+        print("#   want: " + want[at])
+    sys.exit(1)
+PYEOF
+}

@@ -1,0 +1,306 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# remu_interop_test.sh - remu against upstream soft-RoCE (rdma_rxe), both
+# directions, with unchanged programs.  remu0 is deleted from the initial
+# namespace (rxe and remu both want UDP 4791 there), rxe0 is put on v0 in
+# its place; remu1 stays on v1 in namespace peer.  Then, once with rxe0 as
+# the client and remu1 as the server and once the other way round:
+#   perftest  ib_{send,write,read}_bw RC at 1, 4095, 65536 and 1048576 B,
+#             ib_{send,write,read}_lat RC at 4095 B, ib_send_bw UD,
+#             ib_atomic_bw FETCH_AND_ADD and CMP_AND_SWAP
+#   data      ibv_rc_pingpong -c (4 KiB and 64 KiB messages),
+#             ibv_ud_pingpong -c: any "invalid data" fails
+#   rdma_cm   rping -v -C N (CM MADs over QP1 between the two stacks), every
+#             ping line checked against the pattern rping's client writes
+# and after each direction the counters of both devices: every packet one
+# side sent was received by the other with a good ICRC (remu1's rcvd_pkts
+# moved by exactly rxe0's sent_pkts, rxe0's rcvd_pkts - counted by rxe only
+# after its ICRC check - by exactly remu1's sent_pkts), remu1's
+# rcvd_icrc_err and the error/retransmission counters of both did not move.
+# At the end rxe0 is removed and remu0 restored on v0, so later tests see
+# the standard topology.  Runs in the test VM after scripts/remu-up.
+#
+# Usage: remu_interop_test.sh [FILTER]   only the tests whose name has FILTER
+#        (the setup, counter and teardown checks always run)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$here/ktap.sh"
+. "$here/remu_lib.sh"
+
+filter=${1:-}
+minpkts=1000
+[ -z "$filter" ] || minpkts=1
+PINGS=20
+A=10.77.0.1 B=10.77.0.2
+GA=0000:0000:0000:0000:0000:ffff:0a4d:0001
+GB=0000:0000:0000:0000:0000:ffff:0a4d:0002
+
+"$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
+
+sizes=(1 4095 65536 1048576)
+iters() {
+	case "$1" in
+		1048576) echo 5 ;;
+		65536) echo 20 ;;
+		*) echo 50 ;;
+	esac
+}
+tests=()
+# perftest makes each side's max_rd_atomic the other side's outstanding
+# READ depth, which defaults to the device's max_qp_rd_atom: 128 on rxe,
+# 16 on remu (which, like rxe and mlx5, refuses a max_rd_atomic above its
+# limit), so READ and atomic runs give both sides -o 16
+o16="-o 16"
+for p in send write read; do
+	for s in "${sizes[@]}"; do
+		o=
+		[ "$p" = read ] && o=" $o16"
+		tests+=("perf|ib_${p}_bw -s $s -n $(iters "$s")$o")
+	done
+done
+for p in send write read; do
+	o=
+	[ "$p" = read ] && o=" $o16"
+	tests+=("perf|ib_${p}_lat -s 4095 -n 50$o")
+done
+tests+=("perf|ib_send_bw -c UD -s 4095 -n 50")
+tests+=("perf|ib_atomic_bw -A FETCH_AND_ADD -n 100 $o16" "perf|ib_atomic_bw -A CMP_AND_SWAP -n 100 $o16")
+tests+=("pp|rc -s 4096 -n 100" "pp|rc -s 65536 -n 20" "pp|ud -s 2048 -n 100")
+tests+=("rping|rping -v -C $PINGS")
+
+sel=()
+for dir in rxe2remu remu2rxe; do
+	for t in "${tests[@]}"; do
+		[ -z "$filter" ] || [[ "$dir: ${t#*|}" == *"$filter"* ]] || continue
+		sel+=("$dir|$t")
+	done
+done
+# setup + 2 counter checks + teardown
+ktap_header $((${#sel[@]} + 4))
+
+present() { [ -e "/sys/class/infiniband/$1" ]; }
+wait_gone() {
+	local i
+	for i in $(seq 50); do present "$1" || return 0; sleep 0.1; done
+	echo "$1 still present"; return 1
+}
+# gid_index DEV GID: index of the RoCE v2 GID GID in DEV's table
+gid_index() {
+	local g i
+	for g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		i=${g##*/}
+		[ "$(cat "$g" 2>/dev/null)" = "$2" ] || continue
+		[ "$(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$i" 2>/dev/null)" = "RoCE v2" ] || continue
+		echo "$i"; return 0
+	done
+	return 1
+}
+wait_gid() { # VAR DEV GID
+	local _i _x
+	for _i in $(seq 50); do
+		_x=$(gid_index "$2" "$3") && { printf -v "$1" %s "$_x"; return 0; }
+		sleep 0.1
+	done
+	echo "$2 has no RoCE v2 GID $3"; return 1
+}
+
+# counters of DEV (NETNS "" or peer) as "name value" lines, from rdma -j
+counters() {
+	local ex=()
+	[ -n "$2" ] && ex=(ip netns exec "$2")
+	"${ex[@]}" rdma -j statistic show link "$1/1" | python3 -c '
+import json, sys
+for link in json.load(sys.stdin):
+    for k, v in link.items():
+        if isinstance(v, int) and k not in ("port", "ifindex"):
+            print(k, v)'
+}
+
+RXE_IDX= REMU_IDX=
+setup() {
+	rdma link delete remu0 || return 1
+	wait_gone remu0 || return 1
+	modprobe rdma_rxe || return 1
+	rdma link add rxe0 type rxe netdev v0 || return 1
+	wait_gid RXE_IDX rxe0 "$GA" || return 1
+	wait_gid REMU_IDX remu1 "$GB" || return 1
+	echo "rxe0 GID index $RXE_IDX ($A), remu1 GID index $REMU_IDX ($B)"
+}
+# not through ktap_check: RXE_IDX/REMU_IDX must be set in this shell
+setup_ok=0
+out=$(mktemp)
+setup >"$out" 2>&1 && setup_ok=1
+sed 's/^/# /' "$out"
+rm -f "$out"
+if [ "$setup_ok" = 1 ]; then
+	ktap_pass "setup: remu0 out, rxe0 on v0 (init), remu1 on v1 (peer)"
+else
+	ktap_fail "setup: remu0 out, rxe0 on v0 (init), remu1 on v1 (peer)"
+fi
+
+# side ROLE DIR: "NETNS DEV GIDX ADDR" of the server or client of DIR
+side() {
+	if { [ "$2" = rxe2remu ] && [ "$1" = server ]; } ||
+	   { [ "$2" = remu2rxe ] && [ "$1" = client ]; }; then
+		echo "peer remu1 $REMU_IDX $B"
+	else
+		echo "- rxe0 $RXE_IDX $A"
+	fi
+}
+nsx() { [ "$1" = - ] || echo "ip netns exec $1"; }
+
+port=19300
+# run_pair NAME CHECK "SERVER CMD" "CLIENT CMD" SNS CNS WAIT: start the
+# server, wait for it (WAIT: tcp or cm), run the client; both must exit 0
+# and CHECK SOUT COUT must succeed
+run_pair() {
+	local name=$1 check=$2 scmd=$3 ccmd=$4 sns=$5 cns=$6 wait=$7
+	local sout cout spid rc rs ok=1 t0=$SECONDS i
+	sout=$(mktemp) cout=$(mktemp)
+	# shellcheck disable=SC2046,SC2086
+	$(nsx "$sns") timeout 60 $scmd >"$sout" 2>"$sout.err" &
+	spid=$!
+	if [ "$wait" = tcp ]; then
+		remu_wait_listen "$spid" "$port" || echo "# server not listening on $port"
+	else
+		for i in $(seq 100); do
+			rdma resource show cm_id 2>/dev/null |
+				grep -q "state LISTEN .*src-addr [^ ]*:$port " && break
+			sleep 0.1
+		done
+	fi
+	# shellcheck disable=SC2046,SC2086
+	$(nsx "$cns") timeout 60 $ccmd >"$cout" 2>"$cout.err"
+	rc=$?
+	wait "$spid"
+	rs=$?
+	[ "$rc" = 0 ] && [ "$rs" = 0 ] && "$check" "$sout" "$cout" || ok=0
+	if [ "$ok" = 1 ]; then
+		ktap_pass "$name ($((SECONDS - t0)) s)"
+	else
+		echo "# server: $scmd (exit $rs)"
+		tail -15 "$sout" | sed 's/^/#   /'
+		tail -5 "$sout.err" | sed 's/^/#   stderr: /'
+		echo "# client: $ccmd (exit $rc)"
+		tail -15 "$cout" | sed 's/^/#   /'
+		tail -5 "$cout.err" | sed 's/^/#   stderr: /'
+		ktap_fail "$name"
+	fi
+	rm -f "$sout" "$cout" "$sout.err" "$cout.err"
+}
+
+check_perf() {
+	grep -Eq '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$2" || return 1
+	grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$2" | sed 's/^/#   /'
+}
+check_pp() { ! grep -qi "invalid data" "$1" "$1.err" "$2" "$2.err"; }
+check_rping() {
+	remu_rping_expect "$1" "server " "$PINGS" && remu_rping_expect "$2" "" "$PINGS"
+}
+
+one() { # DIR KIND ARGS
+	local dir=$1 kind=$2 args=$3 sns sdev sidx saddr cns cdev cidx caddr
+	read -r sns sdev sidx saddr <<<"$(side server "$dir")"
+	read -r cns cdev cidx caddr <<<"$(side client "$dir")"
+	port=$((port + 1))
+	case "$kind" in
+	perf)
+		run_pair "$dir: $args" check_perf \
+			"$args -d $sdev -x $sidx -F -p $port" \
+			"$args -d $cdev -x $cidx -F -p $port $saddr" "$sns" "$cns" tcp ;;
+	pp)
+		local p=${args%% *} o=${args#* }
+		run_pair "$dir: ibv_${p}_pingpong -c $o" check_pp \
+			"ibv_${p}_pingpong -d $sdev -g $sidx -c -p $port $o" \
+			"ibv_${p}_pingpong -d $cdev -g $cidx -c -p $port $o $saddr" \
+			"$sns" "$cns" tcp ;;
+	rping)
+		run_pair "$dir: $args (rdma_cm)" check_rping \
+			"$args -s -a $saddr -p $port" "$args -c -a $saddr -p $port" \
+			"$sns" "$cns" cm ;;
+	esac
+}
+
+# counter_check DIR BEFORE_RXE BEFORE_REMU: the packets of DIR's runs all
+# arrived with a good ICRC, and nothing was retransmitted or in error
+counter_check() {
+	local ar ab
+	ar=$(mktemp) ab=$(mktemp)
+	counters rxe0 "" >"$ar"
+	counters remu1 peer >"$ab"
+	python3 - "$2" "$ar" "$3" "$ab" "$minpkts" <<'EOF'
+import sys
+def load(p):
+    return {k: int(v) for k, v in (l.split() for l in open(p))}
+r0, r1, m0, m1 = (load(p) for p in sys.argv[1:5])
+dr = {k: r1[k] - r0.get(k, 0) for k in r1}
+dm = {k: m1[k] - m0.get(k, 0) for k in m1}
+print("# rxe0:  " + " ".join("%s=%d" % kv for kv in sorted(dr.items()) if kv[1]))
+print("# remu1: " + " ".join("%s=%d" % kv for kv in sorted(dm.items()) if kv[1]))
+bad = []
+if dm["rcvd_pkts"] != dr["sent_pkts"]:
+    bad.append("remu1 rcvd_pkts +%d but rxe0 sent_pkts +%d"
+               % (dm["rcvd_pkts"], dr["sent_pkts"]))
+if dr["rcvd_pkts"] != dm["sent_pkts"]:
+    bad.append("rxe0 rcvd_pkts +%d (after its ICRC check) but remu1 sent_pkts +%d"
+               % (dr["rcvd_pkts"], dm["sent_pkts"]))
+if dr["sent_pkts"] < int(sys.argv[5]) or dm["sent_pkts"] < int(sys.argv[5]):
+    bad.append("too few packets to mean anything")
+for k in ("duplicate_request", "out_of_seq_request", "rcvd_rnr_err",
+          "rcvd_seq_err", "retry_exceeded_err", "retry_rnr_exceeded_err",
+          "completer_retry_err", "send_err", "link_downed"):
+    if dr.get(k, 0):
+        bad.append("rxe0 %s +%d" % (k, dr[k]))
+for k, v in dm.items():
+    if v and k.startswith("rcvd_") and k != "rcvd_pkts" or \
+       v and k in ("duplicate_request", "out_of_seq_request", "send_err",
+                   "retry_exceeded_err", "retry_rnr_exceeded_err",
+                   "completer_retry_err"):
+        bad.append("remu1 %s +%d" % (k, v))
+for b in bad:
+    print("# " + b)
+sys.exit(1 if bad else 0)
+EOF
+	local st=$?
+	rm -f "$ar" "$ab"
+	return $st
+}
+
+for dir in rxe2remu remu2rxe; do
+	br=$(mktemp) bm=$(mktemp)
+	if [ "$setup_ok" = 1 ]; then
+		counters rxe0 "" >"$br"
+		counters remu1 peer >"$bm"
+	fi
+	for x in "${sel[@]}"; do
+		[ "${x%%|*}" = "$dir" ] || continue
+		x=${x#*|}
+		if [ "$setup_ok" = 1 ]; then
+			one "$dir" "${x%%|*}" "${x#*|}"
+		else
+			ktap_fail "$dir: ${x#*|} (no setup)"
+		fi
+	done
+	name="$dir: counters: every packet received with a good ICRC, no error or retransmission"
+	if [ "$setup_ok" = 1 ] && counter_check "$dir" "$br" "$bm"; then
+		ktap_pass "$name"
+	else
+		ktap_fail "$name"
+	fi
+	rm -f "$br" "$bm"
+done
+
+teardown() {
+	if present rxe0; then
+		rdma link delete rxe0 || return 1
+		wait_gone rxe0 || return 1
+	fi
+	modprobe -r rdma_rxe || return 1
+	present remu0 || rdma link add remu0 type remu netdev v0 || return 1
+	ibv_devinfo -d remu0 | grep -q PORT_ACTIVE
+}
+ktap_check "teardown: rxe0 out, remu0 back on v0" teardown
+
+ktap_finished
