@@ -50,6 +50,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #include "../selftests/remu_test.h"
@@ -186,8 +187,13 @@ struct faults {
 	long long faults, pages;
 };
 
+/*
+ * The core caches hw counters for their lifespan (10 ms by default): wait
+ * that out so that a read never returns a value older than the last event.
+ */
 static void faults_read(struct faults *f)
 {
+	usleep(20000);
 	f->faults = counter("num_page_faults");
 	f->pages = counter("num_page_fault_pages");
 }
