@@ -473,6 +473,18 @@ static void remu_flush_rq(struct remu_qp *qp)
 	spin_unlock_irqrestore(&qp->rq.cons_lock, flags);
 }
 
+/*
+ * On entry to ERR (modify_qp or an engine): flush both queues; a QP on an
+ * SRQ has its work item raise Last WQE Reached.  Caller holds qp->mutex.
+ */
+static void remu_qp_flush_all(struct remu_qp *qp)
+{
+	remu_flush_sq(qp);
+	remu_flush_rq(qp);
+	if (qp->srq)
+		queue_work(remu_wq, &qp->send_work);
+}
+
 static void remu_qp_discard(struct remu_qp *qp)
 {
 	unsigned long flags;
@@ -538,11 +550,7 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 			qp->last_wqe = false;
 			break;
 		case IB_QPS_ERR:
-			remu_flush_sq(qp);
-			remu_flush_rq(qp);
-			/* the work item raises Last WQE Reached */
-			if (qp->srq)
-				queue_work(remu_wq, &qp->send_work);
+			remu_qp_flush_all(qp);
 			break;
 		case IB_QPS_SQD:
 			/* nothing is in flight without a requester: drained */
@@ -616,12 +624,8 @@ bool remu_qp_error_begin(struct remu_qp *qp)
  */
 void remu_qp_error_end(struct remu_qp *qp, bool entered)
 {
-	if (entered) {
-		remu_flush_sq(qp);
-		remu_flush_rq(qp);
-		if (qp->srq)
-			queue_work(remu_wq, &qp->send_work);
-	}
+	if (entered)
+		remu_qp_flush_all(qp);
 	mutex_unlock(&qp->mutex);
 }
 
