@@ -12,9 +12,12 @@
  * concurrent FETCH_ADDs from two QPs, a misaligned target), the error
  * completions (bad lkey, bad rkey, out of bounds, missing remote right:
  * exact status, the rest flushed) and RNR (retried until a receive is
- * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR), and with
- * REMU_DP_OUTAGE=1 the retransmit timer across a short outage and
- * RETRY_EXC_ERR with the wire cut (remu_netem_test.sh).
+ * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR; a stream of multi-packet
+ * SENDs against a receiver that posts late, every message once, in
+ * order), and with
+ * REMU_DP_OUTAGE=1 the retransmit timer across a short outage,
+ * RETRY_EXC_ERR with the wire cut, and a duplicate atomic after RESET
+ * answered with the new connection's result (remu_netem_test.sh).
  *
  * Fixtures uc and ud do the same for the other transports: UC SEND,
  * SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM (0 B to 1 MiB) and
@@ -985,6 +988,100 @@ TEST_F(dp, rnr_retry)
 	EXPECT_GT(hw_counter(variant->dev_a, "send_rnr_err"), rnr0);
 }
 
+/*
+ * RNR over a stream: 48 SENDs of 1 to 20000 bytes (up to five packets
+ * each) against a receiver that posts its receives late and four at a
+ * time, every 30 ms, so the sender meets RNR NAKs again and again (and,
+ * in remu_netem_test.sh, loss, reordering and duplicates on top: a lost
+ * RNR NAK, a resend overtaken by a duplicate).  Every message must land
+ * once, in order, byte for byte, and both sides complete in order.
+ */
+#define RNR_MSGS	48
+#define RNR_SLOT	20480
+
+static uint32_t rnr_len(unsigned int i)
+{
+	return (i * 7919u) % RNR_SLOT % 20000 + 1;
+}
+
+static double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+TEST_F(dp, rnr_stream)
+{
+	long rnr0 = hw_counter(variant->dev_a, "send_rnr_err");
+	unsigned int posted = 0, sent = 0, rposted = 0, rdone = 0, i;
+	double start = now_ms(), next_recv = start + 100;
+	struct ibv_wc wc;
+
+	for (i = 0; i < RNR_MSGS; i++)
+		for (uint32_t j = 0; j < rnr_len(i); j++)
+			self->a.buf[i * RNR_SLOT + j] = (uint8_t)(i * 13 + j * 7 +
+								  (j >> 9));
+	memset(self->b.buf, 0xee, BUF_SIZE);
+
+	while (sent < RNR_MSGS || rdone < RNR_MSGS) {
+		ASSERT_LT(now_ms() - start, 60000)
+			TH_LOG("stuck: %u/%u sent, %u/%u received", sent,
+			       posted, rdone, rposted);
+		/* the sender keeps up to 8 SENDs outstanding */
+		while (posted < RNR_MSGS && posted - sent < 8) {
+			struct ibv_sge sge = {
+				(uintptr_t)self->a.buf + posted * RNR_SLOT,
+				rnr_len(posted), self->a.mr->lkey };
+			struct ibv_send_wr wr = {
+				.wr_id = 1000 + posted, .sg_list = &sge,
+				.num_sge = 1, .opcode = IBV_WR_SEND,
+				.send_flags = IBV_SEND_SIGNALED };
+
+			ASSERT_EQ(0, post1(self->a.qp, &wr));
+			posted++;
+		}
+		/* the receiver: four more receives every 30 ms */
+		if (rposted < RNR_MSGS && now_ms() >= next_recv) {
+			/* (at most 16 outstanding: max_recv_wr) */
+			for (i = 0; i < 4 && rposted < RNR_MSGS &&
+				    rposted - rdone < 16; i++) {
+				struct ibv_sge sge = {
+					(uintptr_t)self->b.buf +
+						rposted * RNR_SLOT,
+					RNR_SLOT, self->b.mr->lkey };
+
+				ASSERT_EQ(0, post_recv1(self->b.qp,
+							2000 + rposted,
+							&sge, 1));
+				rposted++;
+			}
+			next_recv = now_ms() + 30;
+		}
+		if (ibv_poll_cq(self->a.cq, 1, &wc) == 1) {
+			ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+			ASSERT_EQ(1000 + sent, wc.wr_id);
+			sent++;
+		}
+		if (ibv_poll_cq(self->b.cq, 1, &wc) == 1) {
+			ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+			ASSERT_EQ(2000 + rdone, wc.wr_id);
+			ASSERT_EQ(rnr_len(rdone), wc.byte_len);
+			ASSERT_EQ(0, memcmp(self->a.buf + rdone * RNR_SLOT,
+					    self->b.buf + rdone * RNR_SLOT,
+					    rnr_len(rdone)))
+				TH_LOG("message %u", rdone);
+			/* and not a byte more */
+			ASSERT_EQ(0xee, self->b.buf[rdone * RNR_SLOT +
+						    rnr_len(rdone)]);
+			rdone++;
+		}
+	}
+	ASSERT_GE(rnr0, 0);
+	EXPECT_GT(hw_counter(variant->dev_a, "send_rnr_err"), rnr0);
+}
+
 /* RNR with rnr_retry 0 (the second QP pair): RNR_RETRY_EXC_ERR at once */
 TEST_F(dp, rnr_retry_exceeded)
 {
@@ -1120,6 +1217,59 @@ TEST_F(dp, retry_exceeded)
 	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &qa, IBV_QP_STATE, &ia));
 	EXPECT_EQ(IBV_QPS_ERR, qa.qp_state);
 	EXPECT_GT(hw_counter(variant->dev_a, "retry_exceeded_err"), x0);
+}
+
+/*
+ * Saved atomic results do not outlive RESET.  A FETCH_ADD at the first
+ * PSN; both QPs through RESET and connected again with the same PSNs; a
+ * FETCH_ADD at that PSN again, whose ACK is lost (everything remu1 sends
+ * is dropped for 300 ms; QP timeout 17: 537 ms).  The resend is a
+ * duplicate and is answered with the saved result: it must be the new
+ * connection's (500), not the one saved before the RESET (100).
+ */
+TEST_F(dp, atomic_replay_after_reset)
+{
+	volatile uint64_t *target = (uint64_t *)(self->b.buf + 64);
+	volatile uint64_t *res = (uint64_t *)self->a.buf;
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 8, self->a.mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 51, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct timespec d = { 0, 300 * 1000 * 1000 };
+	struct ibv_wc wc;
+	int n, st;
+
+	if (!outage_ok(variant->dev_b))
+		SKIP(return, "needs REMU_DP_OUTAGE=1 and remu0_remu1");
+	wr.wr.atomic.remote_addr = (uintptr_t)target;
+	wr.wr.atomic.rkey = self->b.mr->rkey;
+	wr.wr.atomic.compare_add = 1;
+	*target = 100;
+	ASSERT_EQ(0, post1(self->a.qp, &wr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(100, *res);
+	EXPECT_EQ(101, *target);
+
+	qp_timeout = 17;
+	st = reconnect(&self->a, &self->b);
+	qp_timeout = 14;
+	ASSERT_EQ(0, st);
+	*target = 500;
+	*res = 0;
+	wr.wr_id = 52;
+	ASSERT_EQ(0, remu_sh("ip netns exec peer tc qdisc replace dev v1 root netem loss 100%"));
+	st = post1(self->a.qp, &wr);
+	nanosleep(&d, NULL);
+	n = ibv_poll_cq(self->a.cq, 1, &wc);
+	ASSERT_EQ(0, remu_sh("ip netns exec peer tc qdisc del dev v1 root"));
+	ASSERT_EQ(0, st);
+	EXPECT_EQ(0, n);
+	/* executed once, while the ACK was being dropped */
+	EXPECT_EQ(501, *target);
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(52, wc.wr_id);
+	EXPECT_EQ(500, *res);
+	EXPECT_EQ(501, *target);
 }
 
 /*

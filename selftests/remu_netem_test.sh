@@ -7,16 +7,20 @@
 #   - the patterned byte-for-byte transfers of remu_datapath_test
 #     (send_recv, rdma_write, rdma_read, atomics, atomics_concurrent:
 #     every old value of a shared counter returned exactly once, which a
-#     re-executed duplicate atomic would break)
+#     re-executed duplicate atomic would break), rnr_stream: RNR NAKs
+#     from a receiver that posts late, with the loss on top
 #   - perftest ib_{send,write,read}_bw at 65536 and 1048576 bytes and
 #     ib_atomic_bw (fetch-and-add, compare-and-swap), small iteration counts
 # Every run must complete (both sides exit 0), then the counters of both
 # ports must show the recovery at work: retransmissions by the timer or
 # after a sequence NAK, and duplicate requests seen by the responders.
+# Then ACK coalescing on a link that duplicates every packet: the
+# responder must not answer each duplicate (ack_deferred).
 # The qdiscs are removed at the end (and on any exit).  Then, on a clean
 # link, remu_datapath_test's outage tests (REMU_DP_OUTAGE=1): the timer
-# alone across a 300 ms total outage, and RETRY_EXC_ERR with QP to ERR and
-# the rest flushed when the wire stays cut.
+# alone across a 300 ms total outage, RETRY_EXC_ERR with QP to ERR and
+# the rest flushed when the wire stays cut, and a duplicate atomic (its
+# ACK dropped) after RESET answered with the new connection's result.
 #
 # Usage (in the test VM): remu_netem_test.sh [FILTER]
 set -u
@@ -28,8 +32,8 @@ filter=${1:-}
 netem="delay 1ms loss 5% reorder 10% duplicate 2%"
 "$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
 
-dp_tests=(send_recv rdma_write rdma_read atomics atomics_concurrent)
-outage_tests=(outage_timer retry_exceeded)
+dp_tests=(send_recv rdma_write rdma_read atomics atomics_concurrent rnr_stream)
+outage_tests=(outage_timer retry_exceeded atomic_replay_after_reset)
 pt_tests=("ib_send_bw -s 65536 -n 20" "ib_send_bw -s 1048576 -n 5"
 	  "ib_write_bw -s 65536 -n 20" "ib_write_bw -s 1048576 -n 5"
 	  "ib_read_bw -s 65536 -n 20" "ib_read_bw -s 1048576 -n 5"
@@ -45,8 +49,12 @@ done
 for t in "${outage_tests[@]}"; do
 	[ -z "$filter" ] || [[ "$t" == *"$filter"* ]] && sel_out+=("$t")
 done
-# setup + each run + the two counter checks + teardown + outage tests
-ktap_header $((1 + ${#sel_dp[@]} + ${#sel_pt[@]} + 3 + ${#sel_out[@]}))
+sel_dup=0
+[ -z "$filter" ] || [[ "ack_coalescing" == *"$filter"* ]] && sel_dup=1
+# setup + each run + the two counter checks + teardown + the duplicated
+# link (a run and its check) + outage tests
+ktap_header $((1 + ${#sel_dp[@]} + ${#sel_pt[@]} + 3 + 2 * sel_dup + \
+	${#sel_out[@]}))
 
 # dp TEST LABEL [VAR=VALUE...]: one remu_datapath_test test on remu0_remu1
 dp() {
@@ -100,12 +108,15 @@ for t in "${sel_dp[@]}"; do
 	dp "$t" "datapath under loss"
 done
 
+# pt PERFTEST LABEL: one perftest run, server remu1 (peer), client remu0
 port=19500
-for t in "${sel_pt[@]}"; do
+pt() {
+	local sout cout spid rc rs
+
 	port=$((port + 1))
 	sout=$(mktemp) cout=$(mktemp)
 	# shellcheck disable=SC2086
-	ip netns exec peer timeout 120 $t -d remu1 -x 1 -F -p "$port" \
+	ip netns exec peer timeout 120 $1 -d remu1 -x 1 -F -p "$port" \
 		>"$sout" 2>&1 &
 	spid=$!
 	# the TCP exchange crosses the lossy link too: start once listening
@@ -114,20 +125,24 @@ for t in "${sel_pt[@]}"; do
 		sleep 0.2
 	done
 	# shellcheck disable=SC2086
-	timeout 120 $t -d remu0 -x 1 -F -p "$port" 10.77.0.2 >"$cout" 2>&1
+	timeout 120 $1 -d remu0 -x 1 -F -p "$port" 10.77.0.2 >"$cout" 2>&1
 	rc=$?
 	wait "$spid"
 	rs=$?
 	if [ "$rc" = 0 ] && [ "$rs" = 0 ] &&
 	   grep -Eq '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$cout"; then
-		ktap_pass "perftest under loss: $t"
+		ktap_pass "$2: $1"
 		grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$cout" | sed 's/^/#   /'
 	else
 		echo "# server (exit $rs):"; tail -15 "$sout" | sed 's/^/#   /'
 		echo "# client (exit $rc):"; tail -15 "$cout" | sed 's/^/#   /'
-		ktap_fail "perftest under loss: $t"
+		ktap_fail "$2: $1"
 	fi
 	rm -f "$sout" "$cout"
+}
+
+for t in "${sel_pt[@]}"; do
+	pt "$t" "perftest under loss"
 done
 
 # what each side counted during the runs
@@ -164,6 +179,29 @@ if ! tc qdisc show dev v0 | grep -q netem &&
 	ktap_pass "teardown: netem removed from v0 and v1"
 else
 	ktap_fail "teardown: netem removed from v0 and v1"
+fi
+
+# ACK coalescing: every packet remu0 sends arrives twice (netem duplicate
+# 100% on v0, nothing else).  remu1 sees each copy as a duplicate but
+# ACKs only those with AckReq set (the last packet of a message and every
+# 32nd PSN), so it sends a small fraction of one packet per duplicate and
+# counts the rest as ack_deferred.
+if [ "$sel_dup" = 1 ]; then
+	s0=$(cnt remu1 sent_pkts) d0=$(cnt remu1 duplicate_request)
+	a0=$(cnt remu1 ack_deferred)
+	tc qdisc add dev v0 root netem duplicate 100%
+	pt "ib_write_bw -s 1048576 -n 10" "every packet duplicated"
+	tc qdisc del dev v0 root
+	sent=$(($(cnt remu1 sent_pkts) - s0))
+	dup=$(($(cnt remu1 duplicate_request) - d0))
+	def=$(($(cnt remu1 ack_deferred) - a0))
+	ktap_diag "remu1: duplicate_request=$dup sent_pkts=$sent ack_deferred=$def"
+	if [ "$dup" -ge 2000 ] && [ $((sent * 4)) -lt "$dup" ] &&
+	   [ $((def * 2)) -ge "$dup" ]; then
+		ktap_pass "ACK coalescing: $dup duplicates, $sent packets sent back, $def ACKs deferred"
+	else
+		ktap_fail "ACK coalescing: $dup duplicates (>= 2000), $sent packets sent back (< 1/4), $def ACKs deferred (>= 1/2)"
+	fi
 fi
 
 for t in "${sel_out[@]}"; do

@@ -10,7 +10,12 @@
  * a duplicate is re-ACKed (a duplicate READ is executed again, from the
  * PSN, address and length it carries; a duplicate atomic is answered with
  * the result saved when it ran, never executed twice), a packet from the
- * future gets one PSN sequence error NAK.  UC resynchronises on
+ * future gets one PSN sequence error NAK.  ACKs are coalesced: a SEND or
+ * WRITE packet, new or duplicate, is ACKed only when it carries AckReq
+ * (the requester sets it on the last packet of a message and every
+ * REMU_ACK_EVERY PSNs, also when it resends), so a go-back-N resend of a
+ * window the responder already has costs a few ACKs, not one per packet;
+ * the others count as ack_deferred.  UC resynchronises on
  * the next first/only packet and silently drops a WRITE it refuses (bad
  * rkey, bounds, length); UD checks the Q_Key and writes the 40-byte
  * GRH area (IPv4: the IPv4 header in its last 20 bytes) before the data.
@@ -596,10 +601,12 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 			remu_resp_read(qp, skb, psn, &nak_psn);
 		else if (info->flags & REMU_OP_ATOMIC)
 			remu_resp_dup_atomic(qp, psn);
-		else
+		else if (remu_bth_ack_req(bth))
 			remu_resp_ack(qp, (e->rpsn - 1) & REMU_PSN_MASK,
 				      REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
 				      false, 0);
+		else
+			remu_count(qp->rdev, REMU_CNT_ACK_DEFERRED);
 		goto drop;
 	}
 	if (rc && d > 0) {
@@ -706,6 +713,8 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	if (rc && remu_bth_ack_req(bth))
 		remu_resp_ack(qp, psn, REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
 			      false, 0);
+	else if (rc)
+		remu_count(qp->rdev, REMU_CNT_ACK_DEFERRED);
 next:
 	e->rpsn = (psn + 1) & REMU_PSN_MASK;
 drop:
