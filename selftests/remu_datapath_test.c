@@ -14,8 +14,8 @@
  * exact status, the rest flushed) and RNR (retried until a receive is
  * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR; a stream of multi-packet
  * SENDs against a receiver that posts late, every message once, in
- * order), and with
- * REMU_DP_OUTAGE=1 the retransmit timer across a short outage,
+ * order), a QP pair reset after an error and used again both ways, and
+ * with REMU_DP_OUTAGE=1 the retransmit timer across a short outage,
  * RETRY_EXC_ERR with the wire cut, and a duplicate atomic after RESET
  * answered with the new connection's result (remu_netem_test.sh).
  *
@@ -1273,6 +1273,81 @@ TEST_F(dp, atomic_replay_after_reset)
 }
 
 /*
+ * A QP pair used again after an error.  A WRITE to a bad rkey sends both
+ * QPs to ERR (the requester with REM_ACCESS_ERR and the WQE after it
+ * flushed, the responder as it NAKs); both go through RESET and are
+ * connected again with the same PSNs, so every PSN of the old connection
+ * comes again.  Then SEND, WRITE and READ of 1 B to 1 MiB go both ways
+ * byte for byte: nothing the engines kept from before the error (a
+ * sequence NAK sent, a message half received, the retransmit state) gets
+ * in the way.
+ */
+TEST_F(dp, reuse_after_error)
+{
+	struct ibv_sge bs = { (uintptr_t)self->a.buf, 100, self->a.mr->lkey };
+	struct ibv_send_wr bad = { .sg_list = &bs, .num_sge = 1,
+				   .opcode = IBV_WR_RDMA_WRITE };
+	struct side *x, *y;
+	struct ibv_sge ss[3], rs[3];
+	struct ibv_wc wc;
+	unsigned int i;
+	int dir;
+
+	bad.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	bad.wr.rdma.rkey = self->b.mr->rkey ^ 0x80;
+	expect_err(_metadata, &self->a, &bad, IBV_WC_REM_ACCESS_ERR);
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+
+	for (dir = 0; dir < 2; dir++) {
+		x = dir ? &self->b : &self->a;
+		y = dir ? &self->a : &self->b;
+		for (i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+			struct ibv_send_wr wr = { .wr_id = 60 + i,
+						  .sg_list = ss, .num_sge = 3,
+						  .opcode = IBV_WR_SEND,
+						  .send_flags =
+							IBV_SEND_SIGNALED };
+
+			/* SEND into three receive SGEs */
+			make_sges(x, lens[i], 0, ss);
+			make_sges(y, lens[i], 1, rs);
+			fill_sges(ss, 17 * i + dir);
+			memset(y->buf, 0xee, BUF_SIZE);
+			ASSERT_EQ(0, post_recv1(y->qp, 70 + i, rs, 3));
+			ASSERT_EQ(0, post1(x->qp, &wr));
+			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(x->cq, &wc));
+			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(y->cq, &wc));
+			EXPECT_EQ(70 + i, wc.wr_id);
+			EXPECT_EQ(lens[i], wc.byte_len);
+			EXPECT_EQ(-1, cmp_sges(ss, rs))
+				TH_LOG("SEND %u dir %d", lens[i], dir);
+
+			/* WRITE to y, then READ it back into x */
+			fill_sges(ss, 29 * i + dir);
+			memset(y->buf, 0xee, BUF_SIZE);
+			wr.opcode = IBV_WR_RDMA_WRITE;
+			wr.wr.rdma.remote_addr = (uintptr_t)y->buf + 5;
+			wr.wr.rdma.rkey = y->mr->rkey;
+			ASSERT_EQ(0, post1(x->qp, &wr));
+			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(x->cq, &wc));
+			rs[0] = (struct ibv_sge){ (uintptr_t)y->buf + 5,
+						  lens[i], 0 };
+			rs[1] = (struct ibv_sge){ 0, 0, 0 };
+			rs[2] = (struct ibv_sge){ 0, 0, 0 };
+			EXPECT_EQ(-1, cmp_sges(ss, rs))
+				TH_LOG("WRITE %u dir %d", lens[i], dir);
+			memset(x->buf, 0xee, BUF_SIZE);
+			make_sges(x, lens[i], 1, ss);
+			wr.opcode = IBV_WR_RDMA_READ;
+			ASSERT_EQ(0, post1(x->qp, &wr));
+			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(x->cq, &wc));
+			EXPECT_EQ(-1, cmp_sges(rs, ss))
+				TH_LOG("READ %u dir %d", lens[i], dir);
+		}
+	}
+}
+
+/*
  * UC and UD.  Same two devices and layouts as the RC fixture; what
  * differs is what the transports promise: UC and UD completions on the
  * sender mean "sent", so a receive completion (or a SEND behind a WRITE,
@@ -1706,8 +1781,10 @@ TEST_F(uc, send_no_recv_dropped)
 	struct ibv_send_wr wr = { .sg_list = ss, .num_sge = 3,
 				  .opcode = IBV_WR_SEND,
 				  .send_flags = IBV_SEND_SIGNALED };
+	long ob0 = hw_counter(variant->dev_b, "out_of_buffer");
 	struct ibv_wc wc;
 
+	ASSERT_GE(ob0, 0);
 	make_sges(&self->a, 9000, 0, ss);
 	fill_sges(ss, 1);
 	wr.wr_id = 40;
@@ -1715,6 +1792,8 @@ TEST_F(uc, send_no_recv_dropped)
 	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
 	EXPECT_EQ(40, wc.wr_id);
 	EXPECT_EQ(0, cq_quiet(self->b.cq));
+	/* counted once for the message, not per packet (9000 B: three) */
+	EXPECT_EQ(ob0 + 1, hw_counter(variant->dev_b, "out_of_buffer"));
 
 	make_sges(&self->a, 5000, 0, ss);
 	fill_sges(ss, 2);
@@ -1980,16 +2059,20 @@ TEST_F(ud, send_no_recv_dropped)
 	struct ibv_send_wr wr = { .wr_id = 70, .sg_list = &ss, .num_sge = 1,
 				  .opcode = IBV_WR_SEND,
 				  .send_flags = IBV_SEND_SIGNALED };
+	long ob0 = hw_counter(variant->dev_b, "out_of_buffer");
 	struct ibv_wc wc;
 
+	ASSERT_GE(ob0, 0);
 	wr.wr.ud.ah = self->ah_ab;
 	wr.wr.ud.remote_qpn = self->b.qp->qp_num;
 	wr.wr.ud.remote_qkey = UD_QKEY;
 	ASSERT_EQ(0, post1(self->a.qp, &wr));
 	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
 	EXPECT_EQ(0, cq_quiet(self->b.cq));
+	EXPECT_EQ(ob0 + 1, hw_counter(variant->dev_b, "out_of_buffer"));
 	ud_send_check(_metadata, &self->a, &self->b, self->ah_ab, 300, 1, 0,
 		      71);
+	EXPECT_EQ(ob0 + 1, hw_counter(variant->dev_b, "out_of_buffer"));
 }
 
 /*

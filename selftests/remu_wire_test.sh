@@ -99,7 +99,7 @@ counters_listed() {
 		rcvd_no_qp send_err duplicate_request out_of_seq_request \
 		rcvd_rnr_err send_rnr_err rcvd_seq_err ack_deferred \
 		retry_exceeded_err retry_rnr_exceeded_err completer_retry_err \
-		rdma_sends rdma_recvs; do
+		rdma_sends rdma_recvs out_of_buffer; do
 		grep -q "^$n " <<<"$s" || { echo "no counter $n"; return 1; }
 	done
 }

@@ -37,6 +37,7 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_RDMA_SEND]		= { .name = "rdma_sends" },
 	[REMU_CNT_RDMA_RECV]		= { .name = "rdma_recvs" },
 	[REMU_CNT_INLINE_RECV]		= { .name = "inline_recvs" },
+	[REMU_CNT_OUT_OF_BUFFER]	= { .name = "out_of_buffer" },
 	[REMU_CNT_ODP_PAGE_FAULTS]	= { .name = "num_page_faults" },
 	[REMU_CNT_ODP_PAGE_FAULT_PAGES]	= { .name = "num_page_fault_pages" },
 	[REMU_CNT_ODP_INVALIDATIONS]	= { .name = "num_invalidations" },

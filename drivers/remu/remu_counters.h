@@ -30,13 +30,16 @@ enum remu_counter {
 	REMU_CNT_RCV_RNR,
 	REMU_CNT_SND_RNR,
 	REMU_CNT_RCV_SEQ_ERR,
-	REMU_CNT_ACK_DEFERRED,
+	REMU_CNT_ACK_DEFERRED,		/* remu's meaning: an RC packet not
+					 * ACKed on its own (coalesced) */
 	REMU_CNT_RETRY_EXCEEDED,
 	REMU_CNT_RNR_RETRY_EXCEEDED,
 	REMU_CNT_COMP_RETRY,
 	REMU_CNT_RDMA_SEND,
 	REMU_CNT_RDMA_RECV,
 	REMU_CNT_INLINE_RECV,		/* receives delivered through the CQE */
+	REMU_CNT_OUT_OF_BUFFER,		/* UC/UD message dropped: no receive
+					 * WQE (mlx5's name; RC RNR NAKs) */
 	/* on-demand paging (remu_odp.c); names of the classic ODP counters */
 	REMU_CNT_ODP_PAGE_FAULTS,
 	REMU_CNT_ODP_PAGE_FAULT_PAGES,

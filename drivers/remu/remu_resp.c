@@ -586,8 +586,10 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		 */
 		if (remu_qp_is_gsi(qp) && cb->paylen > IB_MGMT_MAD_SIZE)
 			goto drop;
-		if (!remu_resp_get_rwqe(qp))
+		if (!remu_resp_get_rwqe(qp)) {
+			remu_count(qp->rdev, REMU_CNT_OUT_OF_BUFFER);
 			goto drop;
+		}
 		if (!remu_resp_send(qp, skb))
 			goto drop;
 		/* local error on UD: completed with an error, QP goes on */
@@ -644,6 +646,8 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		    !remu_resp_get_rwqe(qp)) {
 			if (rc)
 				remu_resp_rnr_nak(qp, psn);
+			else
+				remu_count(qp->rdev, REMU_CNT_OUT_OF_BUFFER);
 			goto drop;
 		}
 		err = remu_resp_send(qp, skb);
@@ -660,6 +664,8 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		if ((info->flags & REMU_OP_IMM) && !remu_resp_get_rwqe(qp)) {
 			if (rc)
 				remu_resp_rnr_nak(qp, psn);
+			else
+				remu_count(qp->rdev, REMU_CNT_OUT_OF_BUFFER);
 			goto drop;
 		}
 		err = remu_resp_write(qp, skb);
