@@ -5,9 +5,12 @@
 # remu, with unchanged rdma-core and perftest programs:
 #   - ib_mad's QP1 exists on both devices (QPN 1, type GSI, RTS) and the
 #     port advertises CM support
-#   - rping -v -V -C 100: every "ping data" line the client and the server
-#     print carries the exact pattern the client wrote (checked here too)
+#   - rping -v -V -C 1000 over the wire (100 in loopback and over IPv6):
+#     every "ping data" line the client and the server print carries the
+#     exact pattern the client wrote (checked here too)
 #   - ucmatose (RC connections) and udaddy (UD, SIDR) complete
+#   - rdma_server / rdma_client (librdmacm's rdma_create_ep example: one
+#     16-byte SEND each way) both report "end 0"
 #   - ib_{send,write,read}_bw -R (perftest over rdma_cm)
 #   - rdma link delete takes QP1 and everything ib_mad set up for it away
 #     (ib_mad destroys them), and a new device gets a new QP1
@@ -32,6 +35,7 @@ filter=${1:-}
 "$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
 
 PINGS=100
+WIRE_PINGS=1000
 objects() { cat /sys/kernel/debug/remu/objects 2>/dev/null; }
 base_objects=$(objects)
 tmp=$(mktemp -d)
@@ -123,6 +127,14 @@ pair() {
 check_rping() {
 	rping_expect "$1" "server " "$PINGS" && rping_expect "$2" "" "$PINGS"
 }
+check_rping_wire() {
+	rping_expect "$1" "server " "$WIRE_PINGS" &&
+		rping_expect "$2" "" "$WIRE_PINGS"
+}
+# rdma_server/rdma_client print "NAME: end 0" when all went well
+check_end0() {
+	grep -qx "rdma_server: end 0" "$1" && grep -qx "rdma_client: end 0" "$2"
+}
 check_done() { grep -q "test complete" "$1" && grep -q "test complete" "$2"; }
 # perftest: the client's result line (size, iterations, numbers)
 check_perf() { grep -Eq '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$2"; }
@@ -130,6 +142,7 @@ check_perf() { grep -Eq '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$2"; }
 count=0
 for n in qp1 rping.wire rping.loopback rping.ipv6 rping.netns ucmatose.wire \
 	 ucmatose.loopback udaddy.wire udaddy.loopback \
+	 rdma_server.wire rdma_server.loopback \
 	 ib_send_bw.wire ib_send_bw.loopback ib_write_bw.wire \
 	 ib_write_bw.loopback ib_read_bw.wire ib_read_bw.loopback objects \
 	 qp1.unregister; do
@@ -155,8 +168,9 @@ if [ -z "$filter" ] || [[ qp1 == *"$filter"* ]]; then
 fi
 
 rp="rping -v -V -C $PINGS"
-pair rping.wire 19101 peer "$rp -s -a 10.77.0.2 -p 19101" \
-	init "$rp -c -a 10.77.0.2 -p 19101" check_rping
+rpw="rping -v -V -C $WIRE_PINGS"
+pair rping.wire 19101 peer "$rpw -s -a 10.77.0.2 -p 19101" \
+	init "$rpw -c -a 10.77.0.2 -p 19101" check_rping_wire
 pair rping.loopback 19102 init "$rp -s -a 10.77.0.1 -p 19102" \
 	init "$rp -c -a 10.77.0.1 -p 19102" check_rping
 pair rping.ipv6 19103 peer "$rp -s -a fd77::2 -p 19103" \
@@ -225,6 +239,10 @@ pair udaddy.wire 7174 peer "udaddy -C 20" \
 	init "udaddy -s 10.77.0.2 -C 20" check_done
 pair udaddy.loopback 7174 init "udaddy -b 10.77.0.1 -C 20" \
 	init "udaddy -s 10.77.0.1 -C 20" check_done
+pair rdma_server.wire 19120 peer "rdma_server -s 10.77.0.2 -p 19120" \
+	init "rdma_client -s 10.77.0.2 -p 19120" check_end0
+pair rdma_server.loopback 19121 init "rdma_server -s 10.77.0.1 -p 19121" \
+	init "rdma_client -s 10.77.0.1 -p 19121" check_end0
 
 port=19110
 for p in send write read; do
