@@ -14,8 +14,9 @@
  * exact status, the rest flushed) and RNR (retried until a receive is
  * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR; a stream of multi-packet
  * SENDs against a receiver that posts late, every message once, in
- * order), a QP pair reset after an error and used again both ways, and
- * with REMU_DP_OUTAGE=1 the retransmit timer across a short outage,
+ * order), a QP pair reset after an error and used again both ways, the
+ * affiliated async events (QP_ACCESS_ERR, QP_REQ_ERR on the responder,
+ * COMM_EST for a QP in RTR), and with REMU_DP_OUTAGE=1 the retransmit timer across a short outage,
  * RETRY_EXC_ERR with the wire cut, and a duplicate atomic after RESET
  * answered with the new connection's result (remu_netem_test.sh).
  *
@@ -28,6 +29,8 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -89,8 +92,9 @@ static int side_open(struct side *s, const char *dev, enum ibv_qp_type type)
 /* the QPs' local ACK timeout (4.096 us * 2^14 = 67 ms) */
 static int qp_timeout = 14;
 
-static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
-		      struct side *peer, int rnr_retry)
+/* @qp (in RESET) through INIT to RTR, towards @pqp of @peer */
+static int qp_to_rtr(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
+		     struct side *peer)
 {
 	struct ibv_qp_attr a = {};
 
@@ -113,11 +117,18 @@ static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 	a.ah_attr.grh.sgid_index = GID_INDEX;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+			     IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+}
+
+static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
+		      struct side *peer, int rnr_retry)
+{
+	struct ibv_qp_attr a = {};
+
+	if (qp_to_rtr(qp, s, pqp, peer))
 		return -1;
-	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.sq_psn = 0x123;
 	a.timeout = qp_timeout;
@@ -1440,6 +1451,124 @@ static int cq_quiet(struct ibv_cq *cq)
 
 	nanosleep(&d, NULL);
 	return ibv_poll_cq(cq, 1, &wc);
+}
+
+/*
+ * Affiliated asynchronous events.  next_async(): the next event of @ctx
+ * within @ms milliseconds; its type (and its QP in @qp, for QP events),
+ * or -1 if none came.
+ */
+static int next_async(struct ibv_context *ctx, int ms, struct ibv_qp **qp)
+{
+	struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+	int type;
+
+	fcntl(ctx->async_fd, F_SETFL,
+	      fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
+	if (poll(&p, 1, ms) != 1 || ibv_get_async_event(ctx, &ev))
+		return -1;
+	type = ev.event_type;
+	if (qp)
+		*qp = ev.element.qp;
+	ibv_ack_async_event(&ev);
+	return type;
+}
+
+/*
+ * An error the responder cannot report through a receive completion
+ * reaches its consumer as the affiliated error a real NIC raises, naming
+ * the responder's QP, which is in ERR by then: a WRITE to a bad rkey is an
+ * access violation (QP_ACCESS_ERR), a misaligned atomic an invalid request
+ * (QP_REQ_ERR).  The requester learns of it from its completion only.
+ */
+TEST_F(dp, async_access_err)
+{
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 100, self->a.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE };
+	struct ibv_qp *qp = NULL;
+
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	wr.wr.rdma.rkey = self->b.mr->rkey ^ 0x80;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
+	EXPECT_EQ(IBV_EVENT_QP_ACCESS_ERR, next_async(self->b.ctx, 5000, &qp));
+	EXPECT_EQ(self->b.qp, qp);
+	EXPECT_EQ(IBV_QPS_ERR, qp_state(self->b.qp));
+	EXPECT_EQ(-1, next_async(self->b.ctx, 100, NULL));
+	EXPECT_EQ(-1, next_async(self->a.ctx, 100, NULL));
+}
+
+TEST_F(dp, async_req_err)
+{
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 8, self->a.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_ATOMIC_FETCH_AND_ADD };
+	struct ibv_qp *qp = NULL;
+
+	wr.wr.atomic.remote_addr = (uintptr_t)self->b.buf + 132;
+	wr.wr.atomic.rkey = self->b.mr->rkey;
+	wr.wr.atomic.compare_add = 1;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_INV_REQ_ERR);
+	EXPECT_EQ(IBV_EVENT_QP_REQ_ERR, next_async(self->b.ctx, 5000, &qp));
+	EXPECT_EQ(self->b.qp, qp);
+	EXPECT_EQ(IBV_QPS_ERR, qp_state(self->b.qp));
+	EXPECT_EQ(-1, next_async(self->a.ctx, 100, NULL));
+}
+
+/*
+ * IB_EVENT_COMM_EST: a QP in RTR that takes its first packet tells its
+ * consumer that communication is established (the CM relies on it when
+ * the RTU is lost).  b's second QP goes back to RTR only; two SENDs from
+ * a's second QP land in it and the event names that QP, once.  After the
+ * move to RTS a third SEND raises none.
+ */
+TEST_F(dp, comm_est)
+{
+	struct ibv_qp_attr rts = { .qp_state = IBV_QPS_RTS, .sq_psn = 0x123,
+				   .timeout = 14, .retry_cnt = 7,
+				   .max_rd_atomic = 4 };
+	struct ibv_qp_attr rst = { .qp_state = IBV_QPS_RESET };
+	struct ibv_sge ss = { (uintptr_t)self->a.buf, 3000, self->a.mr->lkey };
+	struct ibv_sge rs = { (uintptr_t)self->b.buf, 3000, self->b.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &ss, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_qp *qp = NULL;
+	struct ibv_wc wc;
+	int i;
+
+	ASSERT_EQ(0, ibv_modify_qp(self->b.qp2, &rst, IBV_QP_STATE));
+	ASSERT_EQ(0, qp_to_rtr(self->b.qp2, &self->b, self->a.qp2, &self->a));
+	EXPECT_EQ(-1, next_async(self->b.ctx, 100, NULL));
+	for (i = 0; i < 3; i++) {
+		if (i == 2) {
+			EXPECT_EQ(IBV_EVENT_COMM_EST,
+				  next_async(self->b.ctx, 5000, &qp));
+			EXPECT_EQ(self->b.qp2, qp);
+			EXPECT_EQ(-1, next_async(self->b.ctx, 100, NULL));
+			ASSERT_EQ(0, ibv_modify_qp(self->b.qp2, &rts,
+						   IBV_QP_STATE |
+						   IBV_QP_SQ_PSN |
+						   IBV_QP_TIMEOUT |
+						   IBV_QP_RETRY_CNT |
+						   IBV_QP_RNR_RETRY |
+						   IBV_QP_MAX_QP_RD_ATOMIC));
+		}
+		for (int j = 0; j < 3000; j++)
+			self->a.buf[j] = (uint8_t)(j * 7 + i);
+		memset(self->b.buf, 0xee, 4096);
+		ASSERT_EQ(0, post_recv1(self->b.qp2, 80 + i, &rs, 1));
+		wr.wr_id = 90 + i;
+		ASSERT_EQ(0, post1(self->a.qp2, &wr));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq2, &wc));
+		EXPECT_EQ(90 + i, wc.wr_id);
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq2, &wc));
+		EXPECT_EQ(80 + i, wc.wr_id);
+		EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf, 3000));
+	}
+	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->b.qp2));
+	EXPECT_EQ(-1, next_async(self->b.ctx, 100, NULL));
 }
 
 FIXTURE(uc) {

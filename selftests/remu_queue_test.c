@@ -2,7 +2,8 @@
 /*
  * remu_queue_test - CQs, QPs, SRQs and AHs on remu0: limits, the QP state
  * machine and its attribute checks, flush of posted WQEs into the CQ
- * ring, the SRQ's Last WQE Reached event, CQ resize/notify/overflow,
+ * ring, the async events of this layer (Last WQE Reached, SRQ limit,
+ * SQ drained), CQ resize/notify/overflow,
  * cleanup when a process dies, and the
  * fast path: polling makes no system call, posting sends makes one (the
  * doorbell), posting receives makes none (counted with ptrace).
@@ -848,6 +849,106 @@ TEST_F(q, srq_last_wqe_reached)
 	EXPECT_EQ(0, ibv_destroy_qp(plain));
 	EXPECT_EQ(0, ibv_destroy_qp(qp));
 	EXPECT_EQ(0, ibv_destroy_srq(srq));
+}
+
+/*
+ * IBV_EVENT_SQ_DRAINED: RTS -> SQD with en_sqd_async_notify raises it for
+ * the QP (nothing is in flight, so at once); without the flag, none.
+ */
+TEST_F(q, sq_drained_event)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_SQD,
+				 .en_sqd_async_notify = 1 };
+	struct ibv_qp *qp;
+
+	qp = mkqp(self->pd, self->cq, self->cq, IBV_QPT_RC, 4, 4);
+	ASSERT_NE(NULL, qp);
+	ASSERT_EQ(0, to_rts(qp, self->sgid4, &self->gid4));
+	ASSERT_EQ(0, to_state(qp, IBV_QPS_SQD));
+	EXPECT_EQ(-1, qp_async_event(self->ctx, qp));
+	ASSERT_EQ(0, to_state(qp, IBV_QPS_RTS));
+	ASSERT_EQ(0, ibv_modify_qp(qp, &a, IBV_QP_STATE |
+				   IBV_QP_EN_SQD_ASYNC_NOTIFY));
+	EXPECT_EQ(IBV_EVENT_SQ_DRAINED, qp_async_event(self->ctx, qp));
+	EXPECT_EQ(-1, qp_async_event(self->ctx, qp));
+	EXPECT_EQ(0, ibv_destroy_qp(qp));
+}
+
+/* the next async event within @ms milliseconds for @srq: its type, or -1 */
+static int srq_async_event(struct ibv_context *ctx, struct ibv_srq *srq,
+			   int ms)
+{
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+	int type;
+
+	if (poll(&pfd, 1, ms) != 1 || ibv_get_async_event(ctx, &ev))
+		return -1;
+	type = ev.element.srq == srq ? (int)ev.event_type : -2;
+	ibv_ack_async_event(&ev);
+	return type;
+}
+
+/*
+ * IBV_EVENT_SRQ_LIMIT_REACHED: 12 receives on an SRQ armed at 10; a QP on
+ * it sending to itself takes two (10 left: no event), then a third (9
+ * left: the event, for that SRQ, and the limit reads 0: disarmed); a
+ * fourth raises no second one.
+ */
+TEST_F(q, srq_limit_event)
+{
+	static char rbuf[16 * 64];
+	struct ibv_srq_init_attr sia = { .attr = { .max_wr = 16,
+						   .max_sge = 1 } };
+	struct ibv_srq_attr sa = { .srq_limit = 10 };
+	struct ibv_qp_init_attr ia = {};
+	struct ibv_recv_wr *bad;
+	struct ibv_wc wc[2];
+	struct ibv_srq *srq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	int i;
+
+	mr = ibv_reg_mr(self->pd, rbuf, sizeof(rbuf), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, mr);
+	srq = ibv_create_srq(self->pd, &sia);
+	ASSERT_NE(NULL, srq);
+	for (i = 0; i < 12; i++) {
+		struct ibv_sge sge = { (uintptr_t)rbuf + 64 * i, 64, mr->lkey };
+		struct ibv_recv_wr wr = { .wr_id = 100 + i, .sg_list = &sge,
+					  .num_sge = 1 };
+
+		ASSERT_EQ(0, ibv_post_srq_recv(srq, &wr, &bad));
+	}
+	ASSERT_EQ(0, ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT));
+	ia.send_cq = ia.recv_cq = self->cq;
+	ia.srq = srq;
+	ia.qp_type = IBV_QPT_RC;
+	ia.cap.max_send_wr = 8;
+	ia.cap.max_send_sge = 1;
+	ia.cap.max_inline_data = 16;
+	qp = ibv_create_qp(self->pd, &ia);
+	ASSERT_NE(NULL, qp);
+	ASSERT_EQ(0, to_rts(qp, self->sgid4, &self->gid4));
+
+	for (i = 0; i < 4; i++) {
+		ASSERT_EQ(0, post_send(qp, i, NULL));
+		ASSERT_EQ(2, poll_n(self->cq, wc, 2));
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[1].status);
+		if (i == 2) {
+			EXPECT_EQ(IBV_EVENT_SRQ_LIMIT_REACHED,
+				  srq_async_event(self->ctx, srq, 3000));
+			ASSERT_EQ(0, ibv_query_srq(srq, &sa));
+			EXPECT_EQ(0, sa.srq_limit);
+		} else {
+			EXPECT_EQ(-1, srq_async_event(self->ctx, srq, 200))
+				TH_LOG("after SEND %d", i);
+		}
+	}
+	EXPECT_EQ(0, ibv_destroy_qp(qp));
+	EXPECT_EQ(0, ibv_destroy_srq(srq));
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
 }
 
 /* AHs with IPv4-mapped and IPv6 GIDs; bad sgid index; UD post with AH. */

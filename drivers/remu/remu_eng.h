@@ -146,6 +146,7 @@ struct remu_atomic_res {
  * @timed_out:	the timer fired (bit 0)
  * @rpsn:	responder: expected PSN
  * @msn:	responder: message sequence number
+ * @comm_est:	responder: IB_EVENT_COMM_EST raised since RTR was entered
  * @nak_sent:	responder: a sequence NAK is outstanding
  * @in_send, @in_write: a multi-packet message is in progress
  * @have_rwqe:	@rwqe holds a receive WQE taken from the RQ/SRQ
@@ -180,6 +181,7 @@ struct remu_qp_eng {
 
 	u32 rpsn;
 	u32 msn;
+	bool comm_est;
 	bool nak_sent;
 	bool in_send;
 	bool in_write;
@@ -270,6 +272,7 @@ void remu_comp_arm(struct remu_qp *qp);
 void remu_qp_error(struct remu_qp *qp);
 bool remu_qp_error_begin(struct remu_qp *qp);
 void remu_qp_error_end(struct remu_qp *qp, bool entered);
+void remu_qp_event(struct remu_qp *qp, enum ib_event_type type);
 u32 remu_wc_opcode(u32 wr_opcode);
 
 #endif /* REMU_ENG_H */

@@ -499,7 +499,8 @@ static void remu_qp_discard(struct remu_qp *qp)
 	spin_unlock_irqrestore(&qp->rq.cons_lock, flags);
 }
 
-static void remu_qp_event(struct remu_qp *qp, enum ib_event_type type)
+/* an affiliated asynchronous event of @qp to its consumer */
+void remu_qp_event(struct remu_qp *qp, enum ib_event_type type)
 {
 	struct ib_qp *ibqp = &qp->ib_qp;
 	struct ib_event ev = {

@@ -132,6 +132,7 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 	case IB_QPS_RTR:
 		e->rpsn = qp->attr.rq_psn;
 		e->msn = 0;
+		e->comm_est = false;
 		memset(e->ares, 0, sizeof(e->ares));
 		e->ares_next = 0;
 		remu_eng_set_mtu(qp);

@@ -20,6 +20,10 @@
  * rkey, bounds, length); UD checks the Q_Key and writes the 40-byte
  * GRH area (IPv4: the IPv4 header in its last 20 bytes) before the data.
  *
+ * Async events: IB_EVENT_COMM_EST for the first packet a QP in RTR takes;
+ * QP_ACCESS_ERR / QP_REQ_ERR / QP_FATAL for a fatal error that no receive
+ * completion reports (remu_resp_fatal()).
+ *
  * Inline receive (remu_resp_inline()): a small single-packet message for
  * a CQ that asked for it is not scattered but put in the CQE with the
  * checked process addresses of its receive buffers; libremu copies it at
@@ -66,12 +70,23 @@ static void remu_resp_ack(struct remu_qp *qp, u32 psn, u8 syn, bool atomic,
  * A fatal request error: move the QP to ERR, then NAK the request (RC), so
  * that by the time the requester sees the NAK this QP is in ERR already
  * (a consumer that resets both QPs on the error finds them settled).
+ * With @event (an error no receive completion reports: a WRITE, READ or
+ * atomic refused, a broken opcode sequence) the consumer also gets the
+ * affiliated asynchronous error a real NIC raises for it: QP_ACCESS_ERR
+ * for an access violation, QP_REQ_ERR for an invalid request, QP_FATAL
+ * for anything else.
  */
-static void remu_resp_fatal(struct remu_qp *qp, u32 psn, u8 syn)
+static void remu_resp_fatal(struct remu_qp *qp, u32 psn, u8 syn, bool event)
 {
 	remu_qp_error(qp);
 	if (qp->ib_qp.qp_type == IB_QPT_RC)
 		remu_resp_ack(qp, psn, syn, false, 0);
+	if (!event)
+		return;
+	remu_qp_event(qp, syn == REMU_AETH_NAK_REM_ACC_ERR ?
+			  IB_EVENT_QP_ACCESS_ERR :
+			  syn == REMU_AETH_NAK_INVALID_REQ ?
+			  IB_EVENT_QP_REQ_ERR : IB_EVENT_QP_FATAL);
 }
 
 /* No receive WQE for a SEND or WRITE_WITH_IMM on RC: ask for a retry. */
@@ -630,9 +645,15 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 			goto next;
 	}
 	e->nak_sent = false;
+	/* the first packet a QP in RTR takes: communication established */
+	if (unlikely(READ_ONCE(qp->state) == IB_QPS_RTR) && !e->comm_est) {
+		e->comm_est = true;
+		remu_qp_event(qp, IB_EVENT_COMM_EST);
+	}
 	if (!remu_resp_seq_ok(qp, info->flags)) {
 		if (rc) {
-			remu_resp_fatal(qp, psn, REMU_AETH_NAK_INVALID_REQ);
+			remu_resp_fatal(qp, psn, REMU_AETH_NAK_INVALID_REQ,
+					true);
 			goto drop;
 		}
 		e->in_send = false;
@@ -656,7 +677,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 			/* NAKs on RC; every transport goes to ERR */
 			remu_resp_fatal(qp, psn, err == -EMSGSIZE ?
 					REMU_AETH_NAK_INVALID_REQ :
-					REMU_AETH_NAK_REM_OP_ERR);
+					REMU_AETH_NAK_REM_OP_ERR, false);
 			goto drop;
 		}
 		e->in_send = !end;
@@ -680,7 +701,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 				goto next;
 			remu_resp_fatal(qp, psn, err == -EACCES ?
 					REMU_AETH_NAK_REM_ACC_ERR :
-					REMU_AETH_NAK_INVALID_REQ);
+					REMU_AETH_NAK_INVALID_REQ, true);
 			goto drop;
 		}
 		e->in_write = !end;
@@ -695,7 +716,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 
 		syn = remu_resp_read(qp, skb, psn, &nak_psn);
 		if (syn) {
-			remu_resp_fatal(qp, nak_psn, syn);
+			remu_resp_fatal(qp, nak_psn, syn, true);
 			goto drop;
 		}
 		e->msn++;
@@ -704,7 +725,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	} else if (info->flags & REMU_OP_ATOMIC) {
 		syn = remu_resp_atomic(qp, skb, &orig);
 		if (syn) {
-			remu_resp_fatal(qp, psn, syn);
+			remu_resp_fatal(qp, psn, syn, true);
 			goto drop;
 		}
 		e->msn++;
