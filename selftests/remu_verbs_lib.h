@@ -27,13 +27,14 @@
 #define REMU_HW_STATS_SETTLE_US	20000
 
 /*
- * The attributes of an RC connection that the programs differ in; the rest
- * is the same everywhere: port 1, P_Key index 0, a global AV with hop
- * limit 64.  @psn is both the RQ and the SQ PSN, @rd_atomic both
+ * The attributes of an RC or UC connection that the programs differ in;
+ * the rest is the same everywhere: port 1, P_Key index 0, a global AV with
+ * hop limit 64.  @psn is both the RQ and the SQ PSN, @rd_atomic both
  * max_dest_rd_atomic and max_rd_atomic.  With @reset the QP goes through
  * RESET first, so that a used (or errored) QP can be connected again.
+ * UC uses only @access, @psn and @reset.
  */
-struct remu_rc_attr {
+struct remu_conn_attr {
 	unsigned int access;	/* qp_access_flags at INIT */
 	uint32_t psn;
 	uint8_t rd_atomic;
@@ -44,11 +45,15 @@ struct remu_rc_attr {
 	bool reset;
 };
 
-/* The far end of a connection: its QP number, GID and the path's MTU. */
-struct remu_rc_dest {
+/*
+ * The far end of a connection: its QP number and GID, the path's MTU and
+ * the traffic class of the AV towards it.
+ */
+struct remu_conn_dest {
 	uint32_t qpn;
 	union ibv_gid gid;
 	enum ibv_mtu mtu;
+	uint8_t traffic_class;
 };
 
 /* The smaller of two MTUs (the path MTU of two ports). */
@@ -110,15 +115,16 @@ static inline void remu_set_av(struct ibv_ah_attr *ah,
 }
 
 /*
- * [RESET ->] INIT -> RTR -> RTS of the RC QP @qp towards @dest, with the
- * source GID at @sgid_index and the attributes @ra: 0, or the failing
+ * [RESET ->] INIT -> RTR -> RTS of the RC or UC QP @qp towards @dest, with
+ * the source GID at @sgid_index and the attributes @ra: 0, or the failing
  * ibv_modify_qp's error.
  */
-static inline int remu_rc_connect(struct ibv_qp *qp,
-				  const struct remu_rc_attr *ra,
+static inline int remu_qp_connect(struct ibv_qp *qp,
+				  const struct remu_conn_attr *ra,
 				  int sgid_index,
-				  const struct remu_rc_dest *dest)
+				  const struct remu_conn_dest *dest)
 {
+	bool rc = qp->qp_type == IBV_QPT_RC;
 	struct ibv_qp_attr a = {};
 	int err;
 
@@ -140,9 +146,20 @@ static inline int remu_rc_connect(struct ibv_qp *qp,
 	a.path_mtu = dest->mtu;
 	a.dest_qp_num = dest->qpn;
 	a.rq_psn = ra->psn;
+	remu_set_av(&a.ah_attr, &dest->gid, sgid_index, dest->traffic_class);
+	if (!rc) {
+		err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+				    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				    IBV_QP_RQ_PSN);
+		if (err)
+			return err;
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_RTS;
+		a.sq_psn = ra->psn;
+		return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	}
 	a.max_dest_rd_atomic = ra->rd_atomic;
 	a.min_rnr_timer = ra->min_rnr_timer;
-	remu_set_av(&a.ah_attr, &dest->gid, sgid_index, 0);
 	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
 			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
@@ -159,6 +176,40 @@ static inline int remu_rc_connect(struct ibv_qp *qp,
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
 			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* INIT -> RTR -> RTS of the UD QP @qp with @qkey and SQ PSN @psn. */
+static inline int remu_ud_ready(struct ibv_qp *qp, uint32_t qkey,
+				uint32_t psn)
+{
+	struct ibv_qp_attr a = {};
+	int err;
+
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qkey = qkey;
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			    IBV_QP_PORT | IBV_QP_QKEY);
+	if (err)
+		return err;
+	a.qp_state = IBV_QPS_RTR;
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+	if (err)
+		return err;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = psn;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
+/* The state @qp is in, or -1 when it cannot be queried. */
+static inline int remu_qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+
+	if (ibv_query_qp(qp, &qa, IBV_QP_STATE, &ia))
+		return -1;
+	return qa.qp_state;
 }
 
 /* CLOCK_MONOTONIC in seconds. */
