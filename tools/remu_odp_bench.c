@@ -76,69 +76,37 @@ static const char *sdev = "remu1";
 
 static int end_open(struct end *e, const char *dev)
 {
-	struct ibv_qp_init_attr ia = {};
-	struct ibv_port_attr pa;
+	static const struct ibv_qp_cap cap = {
+		.max_send_wr = DEPTH, .max_recv_wr = 1,
+		.max_send_sge = 1, .max_recv_sge = 1,
+	};
 
 	e->ctx = remu_open(dev);
 	if (!e->ctx) {
 		fprintf(stderr, "cannot open %s\n", dev);
 		return -1;
 	}
-	if (ibv_query_port(e->ctx, 1, &pa) ||
-	    ibv_query_gid(e->ctx, 1, GID_INDEX, &e->gid))
+	if (remu_port_gid(e->ctx, GID_INDEX, &e->gid, &e->mtu))
 		return -1;
-	e->mtu = pa.active_mtu;
 	e->pd = ibv_alloc_pd(e->ctx);
 	e->cq = e->pd ? ibv_create_cq(e->ctx, 2 * DEPTH, NULL, NULL, 0) : NULL;
 	if (!e->cq)
 		return -1;
-	ia.send_cq = e->cq;
-	ia.recv_cq = e->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = DEPTH;
-	ia.cap.max_recv_wr = 1;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	e->qp = ibv_create_qp(e->pd, &ia);
+	e->qp = remu_create_qp(e->pd, e->cq, IBV_QPT_RC, &cap);
 	return e->qp ? 0 : -1;
 }
 
 static int end_connect(struct end *e, struct end *peer)
 {
-	struct ibv_qp_attr a = {};
+	static const struct remu_conn_attr ra = {
+		.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+		.psn = 1, .rd_atomic = 1, .min_rnr_timer = 1, .timeout = 14,
+		.retry_cnt = 7, .rnr_retry = 7,
+	};
+	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(e->mtu, peer->mtu) };
 
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = e->mtu < peer->mtu ? e->mtu : peer->mtu;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = 1;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = GID_INDEX;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 1;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	return remu_qp_connect(e->qp, &ra, GID_INDEX, &d);
 }
 
 static double now_us(void)
@@ -168,19 +136,7 @@ static double median(const double *v, int n)
 /* a server port counter from sysfs, or -1 */
 static long long counter(const char *name)
 {
-	char path[256];
-	long long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path),
-		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", sdev, name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return remu_hw_counter(sdev, name, false);
 }
 
 struct faults {
@@ -193,7 +149,7 @@ struct faults {
  */
 static void faults_read(struct faults *f)
 {
-	usleep(20000);
+	usleep(REMU_HW_STATS_SETTLE_US);
 	f->faults = counter("num_page_faults");
 	f->pages = counter("num_page_fault_pages");
 }
