@@ -53,10 +53,8 @@ static int side_open(struct side *s, const char *dev, enum ibv_qp_type type)
 				  .max_send_sge = 4, .max_recv_sge = 4,
 				  .max_inline_data = 256 };
 
-	s->ctx = remu_open(dev);
-	if (!s->ctx || remu_port_gid(s->ctx, GID_INDEX, &s->gid, &s->mtu))
-		return -1;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->buf = aligned_alloc(4096, BUF_SIZE);
 	if (!s->cq || !s->buf)
@@ -76,15 +74,12 @@ static int qp_timeout = 14;
 static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 		      struct side *peer, int rnr_retry)
 {
-	struct remu_conn_attr ra = {
-		.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			  IBV_ACCESS_REMOTE_ATOMIC,
-		.psn = 0x123, .rd_atomic = 4, .min_rnr_timer = 1,
-		.timeout = qp_timeout, .retry_cnt = 7, .rnr_retry = rnr_retry,
-	};
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x123);
 	struct remu_conn_dest d = { .qpn = pqp->qp_num, .gid = peer->gid,
-				  .mtu = remu_min_mtu(s->mtu, peer->mtu) };
+				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
+	ra.timeout = qp_timeout;
+	ra.rnr_retry = rnr_retry;
 	return remu_qp_connect(qp, &ra, GID_INDEX, &d);
 }
 

@@ -413,10 +413,8 @@ static int side_open(struct side *s, const char *dev)
 	struct ibv_qp_cap cap = { .max_send_wr = 16, .max_recv_wr = 16,
 				  .max_send_sge = 2, .max_recv_sge = 2 };
 
-	s->ctx = remu_open(dev);
-	if (!s->ctx || remu_port_gid(s->ctx, GID_INDEX, &s->gid, &s->mtu))
-		return -1;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 16, NULL, NULL, 0) : NULL;
 	if (!s->cq)
 		return -1;
@@ -426,12 +424,7 @@ static int side_open(struct side *s, const char *dev)
 
 static int side_connect(struct side *s, struct side *peer)
 {
-	static const struct remu_conn_attr ra = {
-		.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			  IBV_ACCESS_REMOTE_ATOMIC,
-		.psn = 0x42, .rd_atomic = 4, .min_rnr_timer = 1,
-		.timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
-	};
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x42);
 	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
 				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
@@ -440,14 +433,7 @@ static int side_connect(struct side *s, struct side *peer)
 
 static void side_close(struct side *s)
 {
-	if (s->qp)
-		ibv_destroy_qp(s->qp);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
+	remu_close_objs(s->qp, NULL, NULL, s->cq, s->pd, s->ctx);
 }
 
 /* one signaled WR on @s, waited for; returns the completion status */

@@ -264,10 +264,8 @@ static inline int side_open(struct side *s, const char *dev)
 	};
 
 	s->dev = dev;
-	s->ctx = remu_open(dev);
-	if (!s->ctx || remu_port_gid(s->ctx, GID_INDEX, &s->gid, &s->mtu))
-		return -1;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->host = aligned_alloc(4096, BUF_SIZE);
 	if (!s->cq || !s->host)
@@ -281,12 +279,7 @@ static inline int side_open(struct side *s, const char *dev)
 
 static inline int side_connect(struct side *s, struct side *peer)
 {
-	static const struct remu_conn_attr ra = {
-		.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			  IBV_ACCESS_REMOTE_ATOMIC,
-		.psn = 0x123, .rd_atomic = 4, .min_rnr_timer = 1,
-		.timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
-	};
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x123);
 	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
 				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
@@ -299,14 +292,7 @@ static inline void side_close(struct side *s)
 		ibv_destroy_qp(s->qp);
 	if (s->dmr)
 		ibv_dereg_mr(s->dmr);
-	if (s->host_mr)
-		ibv_dereg_mr(s->host_mr);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
+	remu_close_objs(NULL, NULL, s->host_mr, s->cq, s->pd, s->ctx);
 	free(s->host);
 }
 

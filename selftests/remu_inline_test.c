@@ -64,10 +64,8 @@ static int side_open(struct side *s, const char *dev, int xport)
 {
 	struct ibv_qp_init_attr ia = {};
 	struct ibv_srq_init_attr sa = {};
-	s->ctx = remu_open(dev);
-	if (!s->ctx || remu_port_gid(s->ctx, GID_INDEX, &s->gid, &s->mtu))
-		return -1;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->buf = aligned_alloc(4096, BUF_LEN);
 	if (!s->cq || !s->buf)
@@ -96,18 +94,7 @@ static int side_open(struct side *s, const char *dev, int xport)
 
 static void side_close(struct side *s)
 {
-	if (s->qp)
-		ibv_destroy_qp(s->qp);
-	if (s->srq)
-		ibv_destroy_srq(s->srq);
-	if (s->mr)
-		ibv_dereg_mr(s->mr);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
+	remu_close_objs(s->qp, s->srq, s->mr, s->cq, s->pd, s->ctx);
 	free(s->buf);
 }
 

@@ -65,10 +65,8 @@ static struct ibv_qp *make_qp(struct side *s, struct ibv_cq *cq)
 
 static int side_open(struct side *s, const char *dev, int access)
 {
-	s->ctx = remu_open(dev);
-	if (!s->ctx || remu_port_gid(s->ctx, GID_INDEX, &s->gid, &s->mtu))
-		return -1;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->cq2 = s->cq ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->buf = aligned_alloc(4096, BUF_SIZE);
@@ -85,18 +83,9 @@ static void side_close(struct side *s)
 {
 	if (s->qp2)
 		ibv_destroy_qp(s->qp2);
-	if (s->qp)
-		ibv_destroy_qp(s->qp);
-	if (s->mr)
-		ibv_dereg_mr(s->mr);
 	if (s->cq2)
 		ibv_destroy_cq(s->cq2);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
+	remu_close_objs(s->qp, NULL, s->mr, s->cq, s->pd, s->ctx);
 	free(s->buf);
 }
 
@@ -104,14 +93,11 @@ static void side_close(struct side *s)
 static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 		      struct side *peer)
 {
-	static const struct remu_conn_attr ra = {
-		.access = RIGHTS, .psn = 0x77, .rd_atomic = 4,
-		.min_rnr_timer = 1, .timeout = 14, .retry_cnt = 7,
-		.rnr_retry = 7, .reset = true,
-	};
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x77);
 	struct remu_conn_dest d = { .qpn = pqp->qp_num, .gid = peer->gid,
 				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
+	ra.reset = true;
 	return remu_qp_connect(qp, &ra, GID_INDEX, &d);
 }
 

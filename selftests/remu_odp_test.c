@@ -297,10 +297,8 @@ static int side_qp(struct side *s);
 static int side_open(struct side *s, const char *dev, int implicit)
 {
 	s->dev = dev;
-	s->ctx = remu_open(dev);
-	if (!s->ctx || remu_port_gid(s->ctx, GID_INDEX, &s->gid, &s->mtu))
-		return -1;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->buf = fresh_map(NULL);
 	if (!s->cq || !s->buf)
@@ -324,12 +322,7 @@ static int side_qp(struct side *s)
 
 static int side_connect(struct side *s, struct side *peer)
 {
-	static const struct remu_conn_attr ra = {
-		.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			  IBV_ACCESS_REMOTE_ATOMIC,
-		.psn = 0x321, .rd_atomic = 4, .min_rnr_timer = 1,
-		.timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
-	};
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x321);
 	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
 				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
@@ -338,16 +331,7 @@ static int side_connect(struct side *s, struct side *peer)
 
 static void side_close(struct side *s)
 {
-	if (s->qp)
-		ibv_destroy_qp(s->qp);
-	if (s->mr)
-		ibv_dereg_mr(s->mr);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
+	remu_close_objs(s->qp, NULL, s->mr, s->cq, s->pd, s->ctx);
 	if (s->buf)
 		munmap(s->buf, ODP_SIZE);
 }
@@ -1526,10 +1510,8 @@ static int xside_open(struct xside *s, const char *dev, enum ibv_qp_type type,
 	struct ibv_qp_init_attr ia = {};
 
 	s->dev = dev;
-	s->ctx = remu_open(dev);
-	if (!s->ctx || remu_port_gid(s->ctx, GID_INDEX, &s->gid, &s->mtu))
-		return -1;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->buf = fresh_map(NULL);
 	if (!s->cq || !s->buf)
@@ -1579,18 +1561,7 @@ static void xside_close(struct xside *s)
 {
 	if (s->ah)
 		ibv_destroy_ah(s->ah);
-	if (s->qp)
-		ibv_destroy_qp(s->qp);
-	if (s->srq)
-		ibv_destroy_srq(s->srq);
-	if (s->mr)
-		ibv_dereg_mr(s->mr);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
+	remu_close_objs(s->qp, s->srq, s->mr, s->cq, s->pd, s->ctx);
 	if (s->buf)
 		munmap(s->buf, ODP_SIZE);
 }

@@ -79,8 +79,8 @@ static int side_open(struct side *s, const char *dev, int two_pds)
 				  .max_send_sge = 2, .max_recv_sge = 2 };
 	int i;
 
-	s->ctx = remu_open(dev);
-	if (!s->ctx || remu_port_gid(s->ctx, GID_INDEX, &s->gid, &s->mtu))
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	if (!s->ctx)
 		return -1;
 	s->pd[0] = ibv_alloc_pd(s->ctx);
 	s->pd[1] = two_pds ? ibv_alloc_pd(s->ctx) : s->pd[0];
@@ -124,14 +124,12 @@ static void side_close(struct side *s)
 static int qp_connect(struct side *s, struct ibv_qp *qp, struct side *peer,
 		      struct ibv_qp *peer_qp)
 {
-	static const struct remu_conn_attr ra = {
-		.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
-		.psn = 0x100, .rd_atomic = 4, .min_rnr_timer = 1,
-		.timeout = 14, .retry_cnt = 7, .rnr_retry = 7, .reset = true,
-	};
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x100);
 	struct remu_conn_dest d = { .qpn = peer_qp->qp_num, .gid = peer->gid,
 				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
+	ra.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	ra.reset = true;
 	return remu_qp_connect(qp, &ra, GID_INDEX, &d);
 }
 

@@ -90,21 +90,11 @@ static int end_open(struct end *e, const char *dev)
 /* every verb's status, so that a device already gone is seen as an error */
 static int end_close(struct end *e)
 {
-	int err = 0;
+	int err = remu_close_objs(e->qp, NULL, e->mr, e->cq, e->pd, e->ctx);
 
-	if (e->qp)
-		err |= ibv_destroy_qp(e->qp);
-	if (e->mr)
-		err |= ibv_dereg_mr(e->mr);
-	if (e->cq)
-		err |= ibv_destroy_cq(e->cq);
-	if (e->pd)
-		err |= ibv_dealloc_pd(e->pd);
-	if (e->ctx)
-		err |= ibv_close_device(e->ctx);
 	free(e->buf);
 	memset(e, 0, sizeof(*e));
-	return err ? -1 : 0;
+	return err;
 }
 
 static void end_wire(struct end *e, struct wire *w)

@@ -15,8 +15,6 @@
 #include <sys/wait.h>
 #include <infiniband/verbs.h>
 
-#include "remu_verbs_lib.h"
-
 #define REMU_DEBUGFS_OBJECTS "/sys/kernel/debug/remu/objects"
 
 /* Open the RDMA device called @name, or return NULL. */
@@ -94,5 +92,7 @@ static inline int remu_provider_loaded(void)
 	fclose(f);
 	return found;
 }
+
+#include "remu_verbs_lib.h"
 
 #endif /* REMU_TEST_H */

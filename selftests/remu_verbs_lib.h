@@ -23,6 +23,8 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
+#include "remu_test.h"	/* remu_open() */
+
 /* how long the core caches hw counters (10 ms), with a margin */
 #define REMU_HW_STATS_SETTLE_US	20000
 
@@ -44,6 +46,21 @@ struct remu_conn_attr {
 	uint8_t rnr_retry;
 	bool reset;
 };
+
+/* all remote rights */
+#define REMU_ACCESS_REMOTE_ALL	(IBV_ACCESS_REMOTE_WRITE | \
+				 IBV_ACCESS_REMOTE_READ | \
+				 IBV_ACCESS_REMOTE_ATOMIC)
+
+/*
+ * The RC attributes most programs use, with SQ/RQ PSN @psn_: all remote
+ * rights, 4 RDMA READ/atomic in flight, RNR timer 1 (0.01 ms), ACK
+ * timeout 14 (67 ms), 7 retries and RNR retries.  Change a field after
+ * initializing with it where a program differs.
+ */
+#define REMU_RC_ATTR(psn_)	((struct remu_conn_attr){		\
+	.access = REMU_ACCESS_REMOTE_ALL, .psn = (psn_), .rd_atomic = 4,	\
+	.min_rnr_timer = 1, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 })
 
 /*
  * The far end of a connection: its QP number and GID, the path's MTU and
@@ -85,6 +102,50 @@ static inline int remu_ipv4_gid(struct ibv_context *ctx, union ibv_gid *gid)
 		    !memcmp(gid->raw, v4, sizeof(v4)))
 			return i;
 	return -1;
+}
+
+/*
+ * Open @dev and query port 1's MTU and the GID at @gid_index: the context,
+ * or NULL (nothing left open).
+ */
+static inline struct ibv_context *remu_open_port(const char *dev,
+						 int gid_index,
+						 union ibv_gid *gid,
+						 enum ibv_mtu *mtu)
+{
+	struct ibv_context *ctx = remu_open(dev);
+
+	if (ctx && remu_port_gid(ctx, gid_index, gid, mtu)) {
+		ibv_close_device(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+/*
+ * Destroy those of @qp, @srq, @mr, @cq, @pd and @ctx that are not NULL, in
+ * that order (each before what it depends on): 0, or -1 when any of the
+ * verbs failed.
+ */
+static inline int remu_close_objs(struct ibv_qp *qp, struct ibv_srq *srq,
+				  struct ibv_mr *mr, struct ibv_cq *cq,
+				  struct ibv_pd *pd, struct ibv_context *ctx)
+{
+	int err = 0;
+
+	if (qp)
+		err |= ibv_destroy_qp(qp);
+	if (srq)
+		err |= ibv_destroy_srq(srq);
+	if (mr)
+		err |= ibv_dereg_mr(mr);
+	if (cq)
+		err |= ibv_destroy_cq(cq);
+	if (pd)
+		err |= ibv_dealloc_pd(pd);
+	if (ctx)
+		err |= ibv_close_device(ctx);
+	return err ? -1 : 0;
 }
 
 /* A QP of @type on @pd with @cq for both queues and the capacities @cap. */

@@ -98,14 +98,12 @@ static int end_open(struct end *e, const char *dev)
 
 static int end_connect(struct end *e, struct end *peer)
 {
-	static const struct remu_conn_attr ra = {
-		.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
-		.psn = 1, .rd_atomic = 1, .min_rnr_timer = 1, .timeout = 14,
-		.retry_cnt = 7, .rnr_retry = 7,
-	};
+	struct remu_conn_attr ra = REMU_RC_ATTR(1);
 	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
 				    .mtu = remu_min_mtu(e->mtu, peer->mtu) };
 
+	ra.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	ra.rd_atomic = 1;
 	return remu_qp_connect(e->qp, &ra, GID_INDEX, &d);
 }
 
