@@ -49,15 +49,7 @@ struct end {
 
 static int module_refcnt(void)
 {
-	FILE *f = fopen("/sys/module/remu/refcnt", "r");
-	int n = -1;
-
-	if (f) {
-		if (fscanf(f, "%d", &n) != 1)
-			n = -1;
-		fclose(f);
-	}
-	return n;
+	return remu_read_num("/sys/module/remu/refcnt");
 }
 
 static int end_open(struct end *e)
@@ -271,20 +263,7 @@ static int delete_link(int secs)
 
 static int wait_fatal(struct ibv_context *ctx)
 {
-	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
-	struct ibv_async_event ev;
-	int i;
-
-	for (i = 0; i < 10; i++) {
-		if (poll(&pfd, 1, 1000) != 1)
-			continue;
-		if (ibv_get_async_event(ctx, &ev))
-			return -1;
-		ibv_ack_async_event(&ev);
-		if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
-			return 0;
-	}
-	return -1;
+	return remu_wait_fatal(ctx, 10);
 }
 
 static void expect_counts_back(struct __test_metadata *_metadata,

@@ -144,20 +144,7 @@ static long hw_counter(const char *dev, const char *name)
 
 static int wait_fatal(struct ibv_context *ctx, int secs)
 {
-	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
-	struct ibv_async_event ev;
-	int i;
-
-	for (i = 0; i < secs; i++) {
-		if (poll(&pfd, 1, 1000) != 1)
-			continue;
-		if (ibv_get_async_event(ctx, &ev))
-			return -1;
-		ibv_ack_async_event(&ev);
-		if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
-			return 0;
-	}
-	return -1;
+	return remu_wait_fatal(ctx, secs);
 }
 
 static int xfer(int fd, void *p, size_t n, int out)

@@ -15,6 +15,7 @@
 #define REMU_VERBS_LIB_H
 
 #include <errno.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -273,6 +274,53 @@ static inline int remu_qp_state(struct ibv_qp *qp)
 	return qa.qp_state;
 }
 
+/*
+ * struct remu_end - one end of an RC connection with nothing else: a
+ * device, a PD, one CQ for both queues and one QP, with port 1's GID and
+ * MTU for the peer.
+ */
+struct remu_end {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+};
+
+/*
+ * Open @e on @dev (GID at @gid_index) with a CQ of @cqe entries and an RC
+ * QP of capacities @cap: 0, or -1 (remu_end_close() frees what was made).
+ */
+static inline int remu_end_open(struct remu_end *e, const char *dev,
+				int gid_index, int cqe,
+				const struct ibv_qp_cap *cap)
+{
+	e->ctx = remu_open_port(dev, gid_index, &e->gid, &e->mtu);
+	e->pd = e->ctx ? ibv_alloc_pd(e->ctx) : NULL;
+	e->cq = e->pd ? ibv_create_cq(e->ctx, cqe, NULL, NULL, 0) : NULL;
+	e->qp = e->cq ? remu_create_qp(e->pd, e->cq, IBV_QPT_RC, cap) : NULL;
+	return e->qp ? 0 : -1;
+}
+
+/* Connect @e's QP to @peer's with @ra: 0 or ibv_modify_qp's error. */
+static inline int remu_end_connect(struct remu_end *e, struct remu_end *peer,
+				   const struct remu_conn_attr *ra,
+				   int gid_index)
+{
+	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(e->mtu, peer->mtu) };
+
+	return remu_qp_connect(e->qp, ra, gid_index, &d);
+}
+
+/* Free what remu_end_open() made of @e. */
+static inline void remu_end_close(struct remu_end *e)
+{
+	remu_close_objs(e->qp, NULL, NULL, e->cq, e->pd, e->ctx);
+	memset(e, 0, sizeof(*e));
+}
+
 /* CLOCK_MONOTONIC in seconds. */
 static inline double remu_now(void)
 {
@@ -364,6 +412,20 @@ static inline long remu_cmp(const uint8_t *a, const uint8_t *b, size_t len)
 	return -1;
 }
 
+/* The number at the start of the file @path (sysfs, procfs), or -1. */
+static inline long long remu_read_num(const char *path)
+{
+	long long v = -1;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
 /*
  * Port 1's hw counter @name of the device @dev from sysfs, or -1.  With
  * @settle, first wait out the core's hw_stats cache so that the value is
@@ -373,20 +435,34 @@ static inline long long remu_hw_counter(const char *dev, const char *name,
 					bool settle)
 {
 	char path[256];
-	long long v = -1;
-	FILE *f;
 
 	if (settle)
 		usleep(REMU_HW_STATS_SETTLE_US);
 	snprintf(path, sizeof(path),
 		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev, name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return remu_read_num(path);
+}
+
+/*
+ * Wait up to about @secs seconds for IBV_EVENT_DEVICE_FATAL on @ctx's
+ * async queue, acking every event read: 0 once it came, -1 otherwise.
+ */
+static inline int remu_wait_fatal(struct ibv_context *ctx, int secs)
+{
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+	int i;
+
+	for (i = 0; i < secs; i++) {
+		if (poll(&pfd, 1, 1000) != 1)
+			continue;
+		if (ibv_get_async_event(ctx, &ev))
+			return -1;
+		ibv_ack_async_event(&ev);
+		if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
+			return 0;
+	}
+	return -1;
 }
 
 #endif /* REMU_VERBS_LIB_H */

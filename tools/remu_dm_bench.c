@@ -40,15 +40,6 @@
 #define TARGET_LEN	4096
 #define MAX_WRITE	TARGET_LEN
 
-struct end {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	union ibv_gid gid;
-	enum ibv_mtu mtu;
-};
-
 struct target {
 	const char *name;
 	struct ibv_mr *mr;
@@ -58,36 +49,27 @@ struct target {
 				 * (zero based), the address for host memory */
 };
 
-static int end_open(struct end *e, const char *dev)
+/* @dev with one RC QP (a remu_end of remu_verbs_lib.h): 0 or -1 */
+static int end_open(struct remu_end *e, const char *dev)
 {
 	static const struct ibv_qp_cap cap = {
 		.max_send_wr = 16, .max_recv_wr = 1,
 		.max_send_sge = 1, .max_recv_sge = 1,
 	};
 
-	e->ctx = remu_open(dev);
-	if (!e->ctx) {
+	if (!remu_end_open(e, dev, GID_INDEX, 16, &cap))
+		return 0;
+	if (!e->ctx)
 		fprintf(stderr, "cannot open %s\n", dev);
-		return -1;
-	}
-	if (remu_port_gid(e->ctx, GID_INDEX, &e->gid, &e->mtu))
-		return -1;
-	e->pd = ibv_alloc_pd(e->ctx);
-	e->cq = e->pd ? ibv_create_cq(e->ctx, 16, NULL, NULL, 0) : NULL;
-	if (!e->cq)
-		return -1;
-	e->qp = remu_create_qp(e->pd, e->cq, IBV_QPT_RC, &cap);
-	return e->qp ? 0 : -1;
+	return -1;
 }
 
-static int end_connect(struct end *e, struct end *peer)
+static int end_connect(struct remu_end *e, struct remu_end *peer)
 {
 	struct remu_conn_attr ra = REMU_RC_ATTR(1);
-	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
-				    .mtu = remu_min_mtu(e->mtu, peer->mtu) };
 
 	ra.rd_atomic = 1;
-	return remu_qp_connect(e->qp, &ra, GID_INDEX, &d);
+	return remu_end_connect(e, peer, &ra, GID_INDEX);
 }
 
 static double now_us(void)
@@ -99,7 +81,7 @@ static double now_us(void)
 }
 
 /* post @wr signaled and busy-poll its completion: 0, or -1 */
-static int round_trip(struct end *c, struct ibv_send_wr *wr)
+static int round_trip(struct remu_end *c, struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad;
 	struct ibv_wc wc;
@@ -158,7 +140,7 @@ enum op { OP_WRITE, OP_FETCH_ADD, OP_CMP_SWP };
 static const char *const op_name[] = { "write", "fetch_add", "cmp_swp" };
 
 struct bench {
-	struct end c, s;
+	struct remu_end c, s;
 	struct ibv_mr *lmr;	/* the client's local buffer */
 	uint8_t *local;
 	size_t wsize;
@@ -358,17 +340,7 @@ out:
 	free(b.local);
 	free(tg[1].host);
 	free(b.lat);
-	for (k = 0; k < 2; k++) {
-		struct end *e = k ? &b.s : &b.c;
-
-		if (e->qp)
-			ibv_destroy_qp(e->qp);
-		if (e->cq)
-			ibv_destroy_cq(e->cq);
-		if (e->pd)
-			ibv_dealloc_pd(e->pd);
-		if (e->ctx)
-			ibv_close_device(e->ctx);
-	}
+	remu_end_close(&b.c);
+	remu_end_close(&b.s);
 	return status;
 }

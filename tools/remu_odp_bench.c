@@ -63,48 +63,30 @@
 #define REMOTE_ACCESS	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 			 IBV_ACCESS_REMOTE_READ)
 
-struct end {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	union ibv_gid gid;
-	enum ibv_mtu mtu;
-};
-
 static const char *sdev = "remu1";
 
-static int end_open(struct end *e, const char *dev)
+/* @dev with one RC QP (a remu_end of remu_verbs_lib.h): 0 or -1 */
+static int end_open(struct remu_end *e, const char *dev)
 {
 	static const struct ibv_qp_cap cap = {
 		.max_send_wr = DEPTH, .max_recv_wr = 1,
 		.max_send_sge = 1, .max_recv_sge = 1,
 	};
 
-	e->ctx = remu_open(dev);
-	if (!e->ctx) {
+	if (!remu_end_open(e, dev, GID_INDEX, 2 * DEPTH, &cap))
+		return 0;
+	if (!e->ctx)
 		fprintf(stderr, "cannot open %s\n", dev);
-		return -1;
-	}
-	if (remu_port_gid(e->ctx, GID_INDEX, &e->gid, &e->mtu))
-		return -1;
-	e->pd = ibv_alloc_pd(e->ctx);
-	e->cq = e->pd ? ibv_create_cq(e->ctx, 2 * DEPTH, NULL, NULL, 0) : NULL;
-	if (!e->cq)
-		return -1;
-	e->qp = remu_create_qp(e->pd, e->cq, IBV_QPT_RC, &cap);
-	return e->qp ? 0 : -1;
+	return -1;
 }
 
-static int end_connect(struct end *e, struct end *peer)
+static int end_connect(struct remu_end *e, struct remu_end *peer)
 {
 	struct remu_conn_attr ra = REMU_RC_ATTR(1);
-	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
-				    .mtu = remu_min_mtu(e->mtu, peer->mtu) };
 
 	ra.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	ra.rd_atomic = 1;
-	return remu_qp_connect(e->qp, &ra, GID_INDEX, &d);
+	return remu_end_connect(e, peer, &ra, GID_INDEX);
 }
 
 static double now_us(void)
@@ -184,7 +166,7 @@ static void pattern(uint8_t *p, size_t len, unsigned int seed)
 }
 
 /* wait for @n completions on @e's CQ: 0, or -1 */
-static int reap(struct end *e, int n)
+static int reap(struct remu_end *e, int n)
 {
 	struct ibv_wc wc[DEPTH];
 	double t0 = now_us();
@@ -214,7 +196,7 @@ static int reap(struct end *e, int n)
 }
 
 struct bench {
-	struct end c, s;
+	struct remu_end c, s;
 	uint8_t *src;		/* the client's source buffer */
 	struct ibv_mr *smr;
 	size_t srclen;
@@ -537,7 +519,7 @@ int main(int argc, char **argv)
 	const char *cdev = "remu0";
 	long reg_mib = 1024, pages = 4096, bw_mib = 16, laps = 8;
 	struct bench b = { .runs = 5 };
-	int opt, k, status = 1;
+	int opt, status = 1;
 	char thp[128] = "?";
 	FILE *f;
 
@@ -608,17 +590,7 @@ out:
 		ibv_dereg_mr(b.smr);
 	if (b.src)
 		munmap(b.src, b.srclen);
-	for (k = 0; k < 2; k++) {
-		struct end *e = k ? &b.s : &b.c;
-
-		if (e->qp)
-			ibv_destroy_qp(e->qp);
-		if (e->cq)
-			ibv_destroy_cq(e->cq);
-		if (e->pd)
-			ibv_dealloc_pd(e->pd);
-		if (e->ctx)
-			ibv_close_device(e->ctx);
-	}
+	remu_end_close(&b.c);
+	remu_end_close(&b.s);
 	return status;
 }
