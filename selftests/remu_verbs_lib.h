@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * remu_verbs_lib.h - verbs helpers shared by the remu selftests and the
- * benchmarks in tools/: the port's GID and MTU, creating an RC/UC/UD QP,
- * the INIT -> RTR -> RTS sequence of an RC connection with the attributes
- * each program chooses, waiting for one completion with a timeout,
- * posting one WR, comparing buffers and reading a port's hw_counters.
+ * benchmarks in tools/: opening a device with its port's GID and MTU,
+ * creating a QP, the INIT -> RTR -> RTS sequences of RC, UC and UD QPs
+ * with the attributes each program chooses, one RC end (struct remu_end),
+ * closing objects, waiting for one completion with a timeout, posting one
+ * WR, comparing buffers, reading sysfs numbers and a port's hw_counters,
+ * and waiting for the device's fatal event.
  *
- * Header-only (static inline) so that every program stays one .c file.
- * No kselftest ASSERT/EXPECT in here: the tools do not use the harness.
- * Every helper returns 0 (or a value) on success and -1 or a negative
- * errno on failure, and the caller asserts on that.
+ * Header-only (static inline) so that every program stays one .c file;
+ * remu_test.h includes it.  No kselftest ASSERT/EXPECT in here: the tools
+ * do not use the harness.  The helpers return 0 (or a value) on success
+ * and -1, or the failing verb's errno, on failure; the caller asserts.
  */
 #ifndef REMU_VERBS_LIB_H
 #define REMU_VERBS_LIB_H
