@@ -64,6 +64,7 @@ static int side_open(struct side *s, const char *dev, int xport)
 {
 	struct ibv_qp_init_attr ia = {};
 	struct ibv_srq_init_attr sa = {};
+
 	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
 	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
