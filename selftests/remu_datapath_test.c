@@ -55,17 +55,12 @@ struct side {
 
 static int side_open(struct side *s, const char *dev, enum ibv_qp_type type)
 {
-	struct ibv_qp_init_attr ia = {};
-	struct ibv_port_attr pa;
+	struct ibv_qp_cap cap = { .max_send_wr = 16, .max_recv_wr = 16,
+				  .max_send_sge = 4, .max_recv_sge = 4,
+				  .max_inline_data = 256 };
 
-	s->ctx = remu_open(dev);
-	if (!s->ctx)
-		return -1;
-	if (ibv_query_port(s->ctx, 1, &pa) ||
-	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
-		return -1;
-	s->mtu = pa.active_mtu;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->buf = aligned_alloc(4096, BUF_SIZE);
 	if (!s->cq || !s->buf)
@@ -73,71 +68,37 @@ static int side_open(struct side *s, const char *dev, enum ibv_qp_type type)
 	s->mr = ibv_reg_mr(s->pd, s->buf, BUF_SIZE, IBV_ACCESS_LOCAL_WRITE |
 			   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			   IBV_ACCESS_REMOTE_ATOMIC);
-	ia.send_cq = s->cq;
-	ia.recv_cq = s->cq;
-	ia.qp_type = type;
-	ia.cap.max_send_wr = 16;
-	ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = 4;
-	ia.cap.max_recv_sge = 4;
-	ia.cap.max_inline_data = 256;
-	s->qp = s->mr ? ibv_create_qp(s->pd, &ia) : NULL;
+	s->qp = s->mr ? remu_create_qp(s->pd, s->cq, type, &cap) : NULL;
 	s->cq2 = s->qp ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
-	ia.send_cq = s->cq2;
-	ia.recv_cq = s->cq2;
-	s->qp2 = s->cq2 ? ibv_create_qp(s->pd, &ia) : NULL;
+	s->qp2 = s->cq2 ? remu_create_qp(s->pd, s->cq2, type, &cap) : NULL;
 	return s->qp2 ? 0 : -1;
 }
 
 /* the QPs' local ACK timeout (4.096 us * 2^14 = 67 ms) */
 static int qp_timeout = 14;
 
-/* @qp (in RESET) through INIT to RTR, towards @pqp of @peer */
-static int qp_to_rtr(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
-		     struct side *peer)
-{
-	struct ibv_qp_attr a = {};
-
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
-	a.dest_qp_num = pqp->qp_num;
-	a.rq_psn = 0x123;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = GID_INDEX;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			     IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			     IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-}
-
 static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 		      struct side *peer, int rnr_retry)
 {
-	struct ibv_qp_attr a = {};
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x123);
+	struct remu_conn_dest d = { .qpn = pqp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
-	if (qp_to_rtr(qp, s, pqp, peer))
-		return -1;
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x123;
-	a.timeout = qp_timeout;
-	a.retry_cnt = 7;
-	a.rnr_retry = rnr_retry;
-	a.max_rd_atomic = 4;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	ra.timeout = qp_timeout;
+	ra.rnr_retry = rnr_retry;
+	return remu_qp_connect(qp, &ra, GID_INDEX, &d);
+}
+
+/* @qp (in RESET) through INIT to RTR only, towards @pqp of @peer */
+static int qp_to_rtr(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
+		     struct side *peer)
+{
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x123);
+	struct remu_conn_dest d = { .qpn = pqp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
+
+	ra.rtr_only = true;
+	return remu_qp_connect(qp, &ra, GID_INDEX, &d);
 }
 
 /* both QPs of @s to those of @peer; qp2 with rnr_retry 0 */
@@ -170,20 +131,7 @@ static void side_close(struct side *s)
 /* wait for one completion; returns its status or -1 on timeout */
 static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
 {
-	struct timespec t0, t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		int n = ibv_poll_cq(cq, 1, wc);
-
-		if (n < 0)
-			return -1;
-		if (n == 1)
-			return wc->status;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (t.tv_sec - t0.tv_sec > 20)
-			return -1;
-	}
+	return remu_poll_one(cq, wc, 20);
 }
 
 /*
@@ -353,18 +301,13 @@ TEST_F(dp, rdma_read)
 
 static int post1(struct ibv_qp *qp, struct ibv_send_wr *wr)
 {
-	struct ibv_send_wr *bad;
-
-	return ibv_post_send(qp, wr, &bad);
+	return remu_post_send(qp, wr);
 }
 
 static int post_recv1(struct ibv_qp *qp, uint64_t wr_id, struct ibv_sge *sge,
 		      int nsge)
 {
-	struct ibv_recv_wr rwr = { .wr_id = wr_id, .sg_list = sge,
-				   .num_sge = nsge }, *bad;
-
-	return ibv_post_recv(qp, &rwr, &bad);
+	return remu_post_recv(qp, wr_id, sge, nsge);
 }
 
 /* SEND_WITH_IMM: the immediate, its flag and the data at the receiver */
@@ -952,19 +895,7 @@ TEST_F(dp, err_read_no_right)
 /* a port counter of @dev, from sysfs; -1 if unreadable */
 static long hw_counter(const char *dev, const char *name)
 {
-	char path[256];
-	long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path),
-		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev, name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return remu_hw_counter(dev, name, false);
 }
 
 /* RNR: no receive yet; RC retries until one is posted */
@@ -1394,13 +1325,7 @@ static uint32_t gather_sges(const struct ibv_sge *sge, uint8_t *out)
 
 static void set_av(struct ibv_ah_attr *ah, struct side *peer)
 {
-	memset(ah, 0, sizeof(*ah));
-	ah->is_global = 1;
-	ah->grh.dgid = peer->gid;
-	ah->grh.sgid_index = GID_INDEX;
-	ah->grh.hop_limit = 64;
-	ah->grh.traffic_class = 0x28;
-	ah->port_num = 1;
+	remu_set_av(ah, &peer->gid, GID_INDEX, 0x28);
 }
 
 /* PSNs just below the 24-bit wrap: a 1 MiB message crosses it */
@@ -1410,38 +1335,15 @@ static void set_av(struct ibv_ah_attr *ah, struct side *peer)
 static int uc_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 		      struct side *peer)
 {
-	struct ibv_qp_attr a = {};
+	struct remu_conn_attr ra = { .access = IBV_ACCESS_REMOTE_WRITE,
+				     .psn = UC_PSN };
+	struct remu_conn_dest d = { .qpn = pqp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(s->mtu, peer->mtu),
+				    .traffic_class = 0x28 };
 
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
-	a.dest_qp_num = pqp->qp_num;
-	a.rq_psn = UC_PSN;
-	set_av(&a.ah_attr, peer);
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = UC_PSN;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	return remu_qp_connect(qp, &ra, GID_INDEX, &d);
 }
 
-static enum ibv_qp_state qp_state(struct ibv_qp *qp)
-{
-	struct ibv_qp_init_attr ia;
-	struct ibv_qp_attr qa;
-
-	if (ibv_query_qp(qp, &qa, IBV_QP_STATE, &ia))
-		return -1;
-	return qa.qp_state;
-}
 
 /* nothing arrives on @cq within 100 ms */
 static int cq_quiet(struct ibv_cq *cq)
@@ -1494,7 +1396,7 @@ TEST_F(dp, async_access_err)
 	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
 	EXPECT_EQ(IBV_EVENT_QP_ACCESS_ERR, next_async(self->b.ctx, 5000, &qp));
 	EXPECT_EQ(self->b.qp, qp);
-	EXPECT_EQ(IBV_QPS_ERR, qp_state(self->b.qp));
+	EXPECT_EQ(IBV_QPS_ERR, remu_qp_state(self->b.qp));
 	EXPECT_EQ(-1, next_async(self->b.ctx, 100, NULL));
 	EXPECT_EQ(-1, next_async(self->a.ctx, 100, NULL));
 }
@@ -1512,7 +1414,7 @@ TEST_F(dp, async_req_err)
 	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_INV_REQ_ERR);
 	EXPECT_EQ(IBV_EVENT_QP_REQ_ERR, next_async(self->b.ctx, 5000, &qp));
 	EXPECT_EQ(self->b.qp, qp);
-	EXPECT_EQ(IBV_QPS_ERR, qp_state(self->b.qp));
+	EXPECT_EQ(IBV_QPS_ERR, remu_qp_state(self->b.qp));
 	EXPECT_EQ(-1, next_async(self->a.ctx, 100, NULL));
 }
 
@@ -1567,7 +1469,7 @@ TEST_F(dp, comm_est)
 		EXPECT_EQ(80 + i, wc.wr_id);
 		EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf, 3000));
 	}
-	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->b.qp2));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(self->b.qp2));
 	EXPECT_EQ(-1, next_async(self->b.ctx, 100, NULL));
 }
 
@@ -1811,7 +1713,7 @@ TEST_F(uc, refuses_read_atomic)
 		EXPECT_EQ(&wr, bad);
 	}
 	EXPECT_EQ(0, cq_quiet(self->a.cq));
-	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->a.qp));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(self->a.qp));
 	EXPECT_EQ(7, *(uint64_t *)self->b.buf);
 
 	/* a SEND behind them: the next completion is its own */
@@ -1896,8 +1798,8 @@ TEST_F(uc, write_bad_rkey)
 	EXPECT_EQ(0xee, self->b.buf[6]);
 	EXPECT_EQ(0xee, self->b.buf[7 + len]);
 	EXPECT_EQ(0, cq_quiet(self->b.cq));
-	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->a.qp));
-	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->b.qp));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(self->a.qp));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(self->b.qp));
 }
 
 /*
@@ -1937,7 +1839,7 @@ TEST_F(uc, send_no_recv_dropped)
 	EXPECT_EQ(5000, wc.byte_len);
 	EXPECT_EQ(-1, cmp_sges(ss, rs));
 	EXPECT_EQ(-1, sges_fenced(rs));
-	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->b.qp));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(self->b.qp));
 }
 
 #define UD_QKEY		0x1a2b3c4d
@@ -1945,20 +1847,7 @@ TEST_F(uc, send_no_recv_dropped)
 
 static int ud_ready(struct ibv_qp *qp)
 {
-	struct ibv_qp_attr a = {};
-
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qkey = UD_QKEY;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_QKEY))
-		return -1;
-	a.qp_state = IBV_QPS_RTR;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		return -1;
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x42;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	return remu_ud_ready(qp, UD_QKEY, 0x42);
 }
 
 static struct ibv_ah *ud_ah(struct side *s, struct side *peer)
@@ -2177,7 +2066,7 @@ TEST_F(ud, qkey_mismatch_dropped)
 	EXPECT_EQ(0, cq_quiet(self->b.cq));
 	for (i = 0; i < GRH_LEN + 500; i++)
 		ASSERT_EQ(0xee, self->b.buf[8195 + i]);
-	EXPECT_EQ(IBV_QPS_RTS, qp_state(self->b.qp));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(self->b.qp));
 }
 
 /* UD has no RNR: a SEND finding no receive is gone, the next one lands */
@@ -2233,7 +2122,7 @@ TEST_F(ud, larger_than_mtu)
 	EXPECT_EQ(80, wc.wr_id);
 	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, poll_one(self->a.cq, &wc));
 	EXPECT_EQ(81, wc.wr_id);
-	st = qp_state(self->a.qp);
+	st = remu_qp_state(self->a.qp);
 	EXPECT_TRUE(st == IBV_QPS_ERR || st == IBV_QPS_SQE) TH_LOG("%d", st);
 	EXPECT_EQ(0, cq_quiet(self->b.cq));
 }

@@ -49,38 +49,20 @@ struct end {
 
 static int module_refcnt(void)
 {
-	FILE *f = fopen("/sys/module/remu/refcnt", "r");
-	int n = -1;
-
-	if (f) {
-		if (fscanf(f, "%d", &n) != 1)
-			n = -1;
-		fclose(f);
-	}
-	return n;
-}
-
-/* the GID index holding the IPv4-mapped address, or -1 */
-static int ipv4_gid(struct ibv_context *ctx, union ibv_gid *gid)
-{
-	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
-	int i;
-
-	for (i = 0; i < 16; i++)
-		if (!ibv_query_gid(ctx, 1, i, gid) &&
-		    !memcmp(gid->raw, v4, sizeof(v4)))
-			return i;
-	return -1;
+	return remu_read_num("/sys/module/remu/refcnt");
 }
 
 static int end_open(struct end *e)
 {
-	struct ibv_qp_init_attr ia = {};
+	static const struct ibv_qp_cap cap = {
+		.max_send_wr = 64, .max_recv_wr = 64,
+		.max_send_sge = 1, .max_recv_sge = 1,
+	};
 
 	e->ctx = remu_open(DEV);
 	if (!e->ctx)
 		return -1;
-	e->gid_index = ipv4_gid(e->ctx, &e->gid);
+	e->gid_index = remu_ipv4_gid(e->ctx, &e->gid);
 	e->ch = ibv_create_comp_channel(e->ctx);
 	e->pd = ibv_alloc_pd(e->ctx);
 	e->cq = e->ch && e->pd ? ibv_create_cq(e->ctx, 256, NULL, e->ch, 0) :
@@ -90,53 +72,21 @@ static int end_open(struct end *e)
 		return -1;
 	e->mr = ibv_reg_mr(e->pd, e->buf, BUF, IBV_ACCESS_LOCAL_WRITE |
 			   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
-	ia.send_cq = e->cq;
-	ia.recv_cq = e->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 64;
-	ia.cap.max_recv_wr = 64;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	e->qp = e->mr ? ibv_create_qp(e->pd, &ia) : NULL;
+	e->qp = e->mr ? remu_create_qp(e->pd, e->cq, IBV_QPT_RC, &cap) : NULL;
 	return e->qp ? 0 : -1;
 }
 
 static int end_connect(struct end *e, struct end *peer)
 {
-	struct ibv_qp_attr a = {};
+	static const struct remu_conn_attr ra = {
+		.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+		.psn = 7, .rd_atomic = 1, .min_rnr_timer = 1, .timeout = 14,
+		.retry_cnt = 7, .rnr_retry = 7,
+	};
+	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
+				    .mtu = IBV_MTU_1024 };
 
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = 7;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = e->gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 7;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	return remu_qp_connect(e->qp, &ra, e->gid_index, &d);
 }
 
 static int post_recv(struct end *e, uint64_t id)
@@ -145,10 +95,8 @@ static int post_recv(struct end *e, uint64_t id)
 		.addr = (uintptr_t)e->buf + BUF / 2, .length = BUF / 2,
 		.lkey = e->mr->lkey,
 	};
-	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 };
-	struct ibv_recv_wr *bad;
 
-	return ibv_post_recv(e->qp, &wr, &bad);
+	return remu_post_recv(e->qp, id, &sge, 1);
 }
 
 static int post_send(struct end *e, uint32_t len, uint64_t id)
@@ -160,9 +108,8 @@ static int post_send(struct end *e, uint32_t len, uint64_t id)
 		.wr_id = id, .sg_list = &sge, .num_sge = 1,
 		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
 	};
-	struct ibv_send_wr *bad;
 
-	return ibv_post_send(e->qp, &wr, &bad);
+	return remu_post_send(e->qp, &wr);
 }
 
 /* poll @e's CQ for one completion, up to 10 s; its status or -1 */
@@ -316,20 +263,7 @@ static int delete_link(int secs)
 
 static int wait_fatal(struct ibv_context *ctx)
 {
-	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
-	struct ibv_async_event ev;
-	int i;
-
-	for (i = 0; i < 10; i++) {
-		if (poll(&pfd, 1, 1000) != 1)
-			continue;
-		if (ibv_get_async_event(ctx, &ev))
-			return -1;
-		ibv_ack_async_event(&ev);
-		if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
-			return 0;
-	}
-	return -1;
+	return remu_wait_fatal(ctx, 10);
 }
 
 static void expect_counts_back(struct __test_metadata *_metadata,

@@ -141,17 +141,9 @@ TEST_F(dm, alloc_zeroed_and_free)
 static long long dm_stat(const char *name)
 {
 	char path[128];
-	long long v = -1;
-	FILE *f;
 
 	snprintf(path, sizeof(path), "/sys/class/infiniband/remu0/%s", name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return remu_read_num(path);
 }
 
 /* the pool's statistics in sysfs follow allocations and frees */
@@ -399,119 +391,28 @@ TEST_F(dm, freed_pages_held_by_mapping)
 
 /* ---- remote access: remu1 -> DM MRs on remu0 ---- */
 
-struct side {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	union ibv_gid gid;
-	enum ibv_mtu mtu;
-};
-
-static int side_open(struct side *s, const char *dev)
+/* remu0 or remu1 with one RC QP; a remu_end of remu_verbs_lib.h */
+static int side_open(struct remu_end *s, const char *dev)
 {
-	struct ibv_qp_init_attr ia = {};
-	struct ibv_port_attr pa;
+	static const struct ibv_qp_cap cap = {
+		.max_send_wr = 16, .max_recv_wr = 16,
+		.max_send_sge = 2, .max_recv_sge = 2,
+	};
 
-	s->ctx = remu_open(dev);
-	if (!s->ctx || ibv_query_port(s->ctx, 1, &pa) ||
-	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
-		return -1;
-	s->mtu = pa.active_mtu;
-	s->pd = ibv_alloc_pd(s->ctx);
-	s->cq = s->pd ? ibv_create_cq(s->ctx, 16, NULL, NULL, 0) : NULL;
-	if (!s->cq)
-		return -1;
-	ia.send_cq = s->cq;
-	ia.recv_cq = s->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 16;
-	ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = 2;
-	ia.cap.max_recv_sge = 2;
-	s->qp = ibv_create_qp(s->pd, &ia);
-	return s->qp ? 0 : -1;
+	return remu_end_open(s, dev, GID_INDEX, 16, &cap);
 }
 
-static int side_connect(struct side *s, struct side *peer)
+static int side_connect(struct remu_end *s, struct remu_end *peer)
 {
-	struct ibv_qp_attr a = {};
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x42);
 
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = 0x42;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = GID_INDEX;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x42;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	return ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
-}
-
-static void side_close(struct side *s)
-{
-	if (s->qp)
-		ibv_destroy_qp(s->qp);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
-}
-
-static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
-{
-	struct timespec t0, t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		int n = ibv_poll_cq(cq, 1, wc);
-
-		if (n < 0)
-			return -1;
-		if (n == 1)
-			return wc->status;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (t.tv_sec - t0.tv_sec > 20)
-			return -1;
-	}
+	return remu_end_connect(s, peer, &ra, GID_INDEX);
 }
 
 /* one signaled WR on @s, waited for; returns the completion status */
-static int run_wr(struct side *s, struct ibv_send_wr *wr)
+static int run_wr(struct remu_end *s, struct ibv_send_wr *wr)
 {
-	struct ibv_send_wr *bad;
-	struct ibv_wc wc;
-
-	wr->send_flags = IBV_SEND_SIGNALED;
-	if (ibv_post_send(s->qp, wr, &bad))
-		return -1;
-	return poll_one(s->cq, &wc);
+	return remu_run_wr(s->qp, s->cq, wr, 20);
 }
 
 #define DM_LEN		(3 * PAGE + 1000)
@@ -522,7 +423,7 @@ static int run_wr(struct side *s, struct ibv_send_wr *wr)
 #define HOST_LEN	(64 * 1024)
 
 FIXTURE(rdm) {
-	struct side a, b;	/* a: remu0 owns the DM; b: remu1, the peer */
+	struct remu_end a, b;	/* a: remu0 owns the DM; b: remu1, the peer */
 	struct ibv_dm *dm;
 	struct ibv_mr *mr1, *mr2;	/* DM MRs on a */
 	struct ibv_mr *hmr;		/* host MR on b */
@@ -564,8 +465,8 @@ FIXTURE_TEARDOWN(rdm)
 		ibv_dereg_mr(self->mr2);
 	if (self->dm)
 		EXPECT_EQ(0, ibv_free_dm(self->dm));
-	side_close(&self->a);
-	side_close(&self->b);
+	remu_end_close(&self->a);
+	remu_end_close(&self->b);
 	free(self->host);
 	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
 	EXPECT_EQ(self->mr0, remu_obj_count("mr"));
@@ -723,7 +624,7 @@ TEST_F(rdm, local_sge_from_dm)
 }
 
 struct adder {
-	struct side *s;
+	struct remu_end *s;
 	uint32_t rkey;
 	uint64_t *olds;		/* ADDS old values, the results */
 	uint64_t *res;		/* registered 8-byte result buffer */
@@ -768,10 +669,13 @@ static int cmp_u64(const void *a, const void *b)
  */
 TEST_F(rdm, distributed_counter)
 {
-	struct side a2 = { .ctx = self->a.ctx, .pd = self->a.pd,
-			   .gid = self->a.gid, .mtu = self->a.mtu };
-	struct ibv_qp_init_attr ia = {};
-	struct side c = {};
+	static const struct ibv_qp_cap cap = {
+		.max_send_wr = 16, .max_recv_wr = 16,
+		.max_send_sge = 1, .max_recv_sge = 1,
+	};
+	struct remu_end a2 = { .ctx = self->a.ctx, .pd = self->a.pd,
+			       .gid = self->a.gid, .mtu = self->a.mtu };
+	struct remu_end c = {};
 	struct adder ad[2] = {};
 	uint64_t *olds = calloc(2 * ADDS, sizeof(*olds)), v;
 	pthread_t th[2];
@@ -781,14 +685,7 @@ TEST_F(rdm, distributed_counter)
 	/* a second QP on remu0, in the DM MRs' PD */
 	a2.cq = ibv_create_cq(a2.ctx, 16, NULL, NULL, 0);
 	ASSERT_NE(NULL, a2.cq);
-	ia.send_cq = a2.cq;
-	ia.recv_cq = a2.cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 16;
-	ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	a2.qp = ibv_create_qp(a2.pd, &ia);
+	a2.qp = remu_create_qp(a2.pd, a2.cq, IBV_QPT_RC, &cap);
 	ASSERT_NE(NULL, a2.qp);
 	ASSERT_EQ(0, side_open(&c, "remu1"));
 	ASSERT_EQ(0, side_connect(&a2, &c));
@@ -819,7 +716,7 @@ TEST_F(rdm, distributed_counter)
 		ASSERT_EQ(i, olds[i]);
 
 	ibv_dereg_mr(ad[1].mr);
-	side_close(&c);
+	remu_end_close(&c);
 	ibv_destroy_qp(a2.qp);
 	ibv_destroy_cq(a2.cq);
 	free(olds);
@@ -1032,7 +929,7 @@ TEST_F(dm, other_process_handle_refused)
  * parent's lkey and rkey were refused, and only then.
  */
 struct kid_conn {
-	struct side a, b;	/* a: remu0, b: remu1 */
+	struct remu_end a, b;	/* a: remu0, b: remu1 */
 	struct ibv_dm *dm;	/* on a */
 	struct ibv_mr *dmr;	/* on dm, a's PD */
 	struct ibv_mr *hmr;	/* host memory on b */
@@ -1059,8 +956,8 @@ static void kid_conn_close(struct kid_conn *k)
 		ibv_dereg_mr(k->dmr);
 	if (k->dm)
 		ibv_free_dm(k->dm);
-	side_close(&k->a);
-	side_close(&k->b);
+	remu_end_close(&k->a);
+	remu_end_close(&k->b);
 }
 
 static int child_use_other_keys(uint32_t their_rkey, uint32_t their_lkey)
@@ -1236,7 +1133,7 @@ static int pool_chunks(uint64_t *chunk, uint64_t *total)
 }
 
 FIXTURE(dmpool) {
-	struct side a;		/* remu0: the pool's device */
+	struct remu_end a;		/* remu0: the pool's device */
 	struct ibv_context *ctx;	/* a.ctx */
 	uint64_t chunk[MAX_CHUNKS], total;
 	int nchunks, dm0;
@@ -1259,7 +1156,7 @@ FIXTURE_SETUP(dmpool)
 
 FIXTURE_TEARDOWN(dmpool)
 {
-	side_close(&self->a);
+	remu_end_close(&self->a);
 	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
 	EXPECT_EQ(0, dm_stat("dm_in_use"));
 }
@@ -1350,7 +1247,7 @@ static void edge_pattern(uint8_t *p, int i)
 TEST_F(dmpool, fill_every_chunk)
 {
 	struct ibv_dm *dms[MAX_CHUNKS];
-	struct side b = {};
+	struct remu_end b = {};
 	struct ibv_mr *hmr;
 	long long used = 0;
 	uint8_t *host;
@@ -1411,7 +1308,7 @@ TEST_F(dmpool, fill_every_chunk)
 		ASSERT_EQ(0, ibv_dereg_mr(mr));
 	}
 	ibv_dereg_mr(hmr);
-	side_close(&b);
+	remu_end_close(&b);
 	free(host);
 
 	for (i = 0; i < self->nchunks; i++) {

@@ -42,23 +42,10 @@
 			 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 #define TDB_PATH	"/dev/" REMU_TDB_DEVNAME
 
-/* a port counter of @dev from sysfs, or -1 */
+/* a port counter of @dev from sysfs, past the hw_stats cache, or -1 */
 static inline long long hw_counter(const char *dev, const char *name)
 {
-	char path[256];
-	long long v = -1;
-	FILE *f;
-
-	usleep(20000);	/* past the core's hw_stats lifespan (10 ms) */
-	snprintf(path, sizeof(path),
-		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev, name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return remu_hw_counter(dev, name, true);
 }
 
 static inline void fill(uint8_t *p, size_t len, unsigned int seed)
@@ -72,12 +59,7 @@ static inline void fill(uint8_t *p, size_t len, unsigned int seed)
 /* byte for byte: the first differing offset, or -1 */
 static inline long cmp(const uint8_t *a, const uint8_t *b, size_t len)
 {
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		if (a[i] != b[i])
-			return i;
-	return -1;
+	return remu_cmp(a, b, len);
 }
 
 static inline double now_ms(void)
@@ -276,72 +258,32 @@ struct side {
 
 static inline int side_open(struct side *s, const char *dev)
 {
-	struct ibv_qp_init_attr ia = {};
-	struct ibv_port_attr pa;
+	static const struct ibv_qp_cap cap = {
+		.max_send_wr = 16, .max_recv_wr = 16,
+		.max_send_sge = 2, .max_recv_sge = 2,
+	};
 
 	s->dev = dev;
-	s->ctx = remu_open(dev);
-	if (!s->ctx)
-		return -1;
-	if (ibv_query_port(s->ctx, 1, &pa) ||
-	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
-		return -1;
-	s->mtu = pa.active_mtu;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->host = aligned_alloc(4096, BUF_SIZE);
 	if (!s->cq || !s->host)
 		return -1;
 	memset(s->host, 0, BUF_SIZE);
 	s->host_mr = ibv_reg_mr(s->pd, s->host, BUF_SIZE, ACCESS_ALL);
-	ia.send_cq = s->cq;
-	ia.recv_cq = s->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 16;
-	ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = 2;
-	ia.cap.max_recv_sge = 2;
-	s->qp = s->host_mr ? ibv_create_qp(s->pd, &ia) : NULL;
+	s->qp = s->host_mr ? remu_create_qp(s->pd, s->cq, IBV_QPT_RC, &cap) :
+			     NULL;
 	return s->qp ? 0 : -1;
 }
 
 static inline int side_connect(struct side *s, struct side *peer)
 {
-	struct ibv_qp_attr a = {};
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x123);
+	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = 0x123;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = GID_INDEX;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x123;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	return ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	return remu_qp_connect(s->qp, &ra, GID_INDEX, &d);
 }
 
 static inline void side_close(struct side *s)
@@ -350,58 +292,28 @@ static inline void side_close(struct side *s)
 		ibv_destroy_qp(s->qp);
 	if (s->dmr)
 		ibv_dereg_mr(s->dmr);
-	if (s->host_mr)
-		ibv_dereg_mr(s->host_mr);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
+	remu_close_objs(NULL, NULL, s->host_mr, s->cq, s->pd, s->ctx);
 	free(s->host);
 }
 
 static inline int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
 {
-	double t0 = now_ms();
-
-	for (;;) {
-		int n = ibv_poll_cq(cq, 1, wc);
-
-		if (n < 0)
-			return -1;
-		if (n == 1)
-			return wc->status;
-		if (now_ms() - t0 > 20000)
-			return -1;
-	}
+	return remu_poll_one(cq, wc, 20);
 }
 
 /* one signalled WR from @s; returns its completion status */
 static inline int post1(struct side *s, enum ibv_wr_opcode op, uint64_t laddr,
 		 uint32_t lkey, uint32_t len, uint64_t raddr, uint32_t rkey)
 {
-	struct ibv_sge sge = { laddr, len, lkey };
-	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1,
-				  .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
-	struct ibv_wc wc;
-
-	wr.wr.rdma.remote_addr = raddr;
-	wr.wr.rdma.rkey = rkey;
-	if (ibv_post_send(s->qp, &wr, &bad))
-		return -1;
-	return poll_one(s->cq, &wc);
+	return remu_rdma1(s->qp, s->cq, op, laddr, lkey, len, raddr, rkey, 20);
 }
 
 static inline int post_recv1(struct side *s, uint64_t addr, uint32_t lkey,
 		      uint32_t len)
 {
 	struct ibv_sge sge = { addr, len, lkey };
-	struct ibv_recv_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1 };
-	struct ibv_recv_wr *bad;
 
-	return ibv_post_recv(s->qp, &wr, &bad);
+	return remu_post_recv(s->qp, 7, &sge, 1);
 }
 
 /* host address of @s's host buffer at byte @off */

@@ -57,32 +57,16 @@ struct side {
 
 static long long inline_recvs(void)
 {
-	long long v = -1;
-	FILE *f;
-
-	usleep(20000);	/* past the core's hw_stats lifespan (10 ms) */
-	f = fopen("/sys/class/infiniband/remu1/ports/1/hw_counters/inline_recvs",
-		  "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return remu_hw_counter("remu1", "inline_recvs", true);
 }
 
 static int side_open(struct side *s, const char *dev, int xport)
 {
 	struct ibv_qp_init_attr ia = {};
 	struct ibv_srq_init_attr sa = {};
-	struct ibv_port_attr pa;
 
-	s->ctx = remu_open(dev);
-	if (!s->ctx || ibv_query_port(s->ctx, 1, &pa) ||
-	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
-		return -1;
-	s->mtu = pa.active_mtu;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->buf = aligned_alloc(4096, BUF_LEN);
 	if (!s->cq || !s->buf)
@@ -111,90 +95,28 @@ static int side_open(struct side *s, const char *dev, int xport)
 
 static void side_close(struct side *s)
 {
-	if (s->qp)
-		ibv_destroy_qp(s->qp);
-	if (s->srq)
-		ibv_destroy_srq(s->srq);
-	if (s->mr)
-		ibv_dereg_mr(s->mr);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
+	remu_close_objs(s->qp, s->srq, s->mr, s->cq, s->pd, s->ctx);
 	free(s->buf);
 }
 
-static void set_av(struct ibv_ah_attr *ah, struct side *peer)
-{
-	memset(ah, 0, sizeof(*ah));
-	ah->is_global = 1;
-	ah->grh.dgid = peer->gid;
-	ah->grh.sgid_index = GID_INDEX;
-	ah->grh.hop_limit = 64;
-	ah->port_num = 1;
-}
-
+/* RC: no remote rights, no RDMA READ/atomic resources */
 static int qp_ready(struct side *s, struct side *peer, int xport)
 {
-	struct ibv_qp_attr a = {};
+	static const struct remu_conn_attr ra = {
+		.psn = 0x42, .min_rnr_timer = 1, .timeout = 14,
+		.retry_cnt = 7, .rnr_retry = 7,
+	};
+	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	if (xport == X_UD) {
-		a.qkey = QKEY;
-		if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-				  IBV_QP_PORT | IBV_QP_QKEY))
-			return -1;
-		a.qp_state = IBV_QPS_RTR;
-		if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE))
-			return -1;
-		a.qp_state = IBV_QPS_RTS;
-		a.sq_psn = 0x42;
-		return ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-	}
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = 0x42;
-	a.min_rnr_timer = 1;
-	set_av(&a.ah_attr, peer);
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x42;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	return ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	if (xport == X_UD)
+		return remu_ud_ready(s->qp, QKEY, 0x42);
+	return remu_qp_connect(s->qp, &ra, GID_INDEX, &d);
 }
 
 static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
 {
-	struct timespec t0, t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		int n = ibv_poll_cq(cq, 1, wc);
-
-		if (n < 0)
-			return -1;
-		if (n == 1)
-			return wc->status;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (t.tv_sec - t0.tv_sec > 20)
-			return -1;
-	}
+	return remu_poll_one(cq, wc, 20);
 }
 
 static void fill(uint8_t *p, size_t len, unsigned int seed)
@@ -243,7 +165,7 @@ FIXTURE_SETUP(inl)
 	ASSERT_EQ(0, qp_ready(&self->s, &self->r, variant->xport));
 	ASSERT_EQ(0, qp_ready(&self->r, &self->s, variant->xport));
 	if (variant->xport == X_UD) {
-		set_av(&ah, &self->r);
+		remu_set_av(&ah, &self->r.gid, GID_INDEX, 0);
 		self->ah = ibv_create_ah(self->s.pd, &ah);
 		ASSERT_NE(NULL, self->ah);
 	}

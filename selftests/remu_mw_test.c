@@ -55,25 +55,18 @@ struct side {
 
 static struct ibv_qp *make_qp(struct side *s, struct ibv_cq *cq)
 {
-	struct ibv_qp_init_attr ia = {
-		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = 16, .max_recv_wr = 16,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
+	static const struct ibv_qp_cap cap = {
+		.max_send_wr = 16, .max_recv_wr = 16,
+		.max_send_sge = 1, .max_recv_sge = 1,
 	};
 
-	return ibv_create_qp(s->pd, &ia);
+	return remu_create_qp(s->pd, cq, IBV_QPT_RC, &cap);
 }
 
 static int side_open(struct side *s, const char *dev, int access)
 {
-	struct ibv_port_attr pa;
-
-	s->ctx = remu_open(dev);
-	if (!s->ctx || ibv_query_port(s->ctx, 1, &pa) ||
-	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
-		return -1;
-	s->mtu = pa.active_mtu;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->cq2 = s->cq ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->buf = aligned_alloc(4096, BUF_SIZE);
@@ -90,18 +83,9 @@ static void side_close(struct side *s)
 {
 	if (s->qp2)
 		ibv_destroy_qp(s->qp2);
-	if (s->qp)
-		ibv_destroy_qp(s->qp);
-	if (s->mr)
-		ibv_dereg_mr(s->mr);
 	if (s->cq2)
 		ibv_destroy_cq(s->cq2);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
+	remu_close_objs(s->qp, NULL, s->mr, s->cq, s->pd, s->ctx);
 	free(s->buf);
 }
 
@@ -109,42 +93,12 @@ static void side_close(struct side *s)
 static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 		      struct side *peer)
 {
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x77);
+	struct remu_conn_dest d = { .qpn = pqp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		return -1;
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = RIGHTS;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
-	a.dest_qp_num = pqp->qp_num;
-	a.rq_psn = 0x77;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = GID_INDEX;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x77;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	ra.reset = true;
+	return remu_qp_connect(qp, &ra, GID_INDEX, &d);
 }
 
 static void drain(struct ibv_cq *cq)
@@ -168,30 +122,7 @@ static int reconnect(struct side *a, struct side *b)
 /* wait for one completion; its status, or -1 after 20 s */
 static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
 {
-	struct timespec t0, t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		int n = ibv_poll_cq(cq, 1, wc);
-
-		if (n < 0)
-			return -1;
-		if (n == 1)
-			return wc->status;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (t.tv_sec - t0.tv_sec > 20)
-			return -1;
-	}
-}
-
-static enum ibv_qp_state qp_state(struct ibv_qp *qp)
-{
-	struct ibv_qp_init_attr ia;
-	struct ibv_qp_attr qa;
-
-	if (ibv_query_qp(qp, &qa, IBV_QP_STATE, &ia))
-		return -1;
-	return qa.qp_state;
+	return remu_poll_one(cq, wc, 20);
 }
 
 /* ibv_bind_mw of a type 1 window on @qp; the completion's status */
@@ -375,7 +306,7 @@ static void access_fails(struct __test_metadata *_metadata, struct side *a,
 			 uint32_t len)
 {
 	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, rdma(a, op, rkey, raddr, len, 0));
-	EXPECT_EQ(IBV_QPS_ERR, qp_state(a->qp));
+	EXPECT_EQ(IBV_QPS_ERR, remu_qp_state(a->qp));
 	ASSERT_EQ(0, reconnect(a, b));
 }
 
@@ -384,7 +315,7 @@ static void bind_refused(struct __test_metadata *_metadata, struct side *a,
 			 struct side *b, int st)
 {
 	EXPECT_EQ(IBV_WC_MW_BIND_ERR, st);
-	EXPECT_EQ(IBV_QPS_ERR, qp_state(b->qp));
+	EXPECT_EQ(IBV_QPS_ERR, remu_qp_state(b->qp));
 	ASSERT_EQ(0, reconnect(a, b));
 }
 

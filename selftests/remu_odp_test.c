@@ -68,23 +68,10 @@
 			 IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | \
 			 IBV_ACCESS_REMOTE_ATOMIC)
 
-/* a port counter of @dev from sysfs, or -1 */
+/* a port counter of @dev from sysfs, past the hw_stats cache, or -1 */
 static long long hw_counter(const char *dev, const char *name)
 {
-	char path[256];
-	long long v = -1;
-	FILE *f;
-
-	usleep(20000);	/* past the core's hw_stats lifespan (10 ms) */
-	snprintf(path, sizeof(path),
-		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev, name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return remu_hw_counter(dev, name, true);
 }
 
 /* the output of `rdma -j @args`, malloc'ed, or NULL */
@@ -309,17 +296,9 @@ static int side_qp(struct side *s);
 
 static int side_open(struct side *s, const char *dev, int implicit)
 {
-	struct ibv_port_attr pa;
-
 	s->dev = dev;
-	s->ctx = remu_open(dev);
-	if (!s->ctx)
-		return -1;
-	if (ibv_query_port(s->ctx, 1, &pa) ||
-	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
-		return -1;
-	s->mtu = pa.active_mtu;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->buf = fresh_map(NULL);
 	if (!s->cq || !s->buf)
@@ -334,90 +313,32 @@ static int side_open(struct side *s, const char *dev, int implicit)
 /* a new RC QP for @s (s->qp) */
 static int side_qp(struct side *s)
 {
-	struct ibv_qp_init_attr ia = {};
+	struct ibv_qp_cap cap = { .max_send_wr = 16, .max_recv_wr = 16,
+				  .max_send_sge = 4, .max_recv_sge = 4 };
 
-	ia.send_cq = s->cq;
-	ia.recv_cq = s->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 16;
-	ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = 4;
-	ia.cap.max_recv_sge = 4;
-	s->qp = ibv_create_qp(s->pd, &ia);
+	s->qp = remu_create_qp(s->pd, s->cq, IBV_QPT_RC, &cap);
 	return s->qp ? 0 : -1;
 }
 
 static int side_connect(struct side *s, struct side *peer)
 {
-	struct ibv_qp_attr a = {};
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x321);
+	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = 0x321;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = GID_INDEX;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x321;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	return ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	return remu_qp_connect(s->qp, &ra, GID_INDEX, &d);
 }
 
 static void side_close(struct side *s)
 {
-	if (s->qp)
-		ibv_destroy_qp(s->qp);
-	if (s->mr)
-		ibv_dereg_mr(s->mr);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
+	remu_close_objs(s->qp, NULL, s->mr, s->cq, s->pd, s->ctx);
 	if (s->buf)
 		munmap(s->buf, ODP_SIZE);
 }
 
 static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
 {
-	struct timespec t0, t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		int n = ibv_poll_cq(cq, 1, wc);
-
-		if (n < 0)
-			return -1;
-		if (n == 1)
-			return wc->status;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (t.tv_sec - t0.tv_sec > 20)
-			return -1;
-	}
+	return remu_poll_one(cq, wc, 20);
 }
 
 static void fill(uint8_t *p, size_t len, unsigned int seed)
@@ -428,16 +349,6 @@ static void fill(uint8_t *p, size_t len, unsigned int seed)
 		p[i] = (uint8_t)(i * 29 + seed + (i >> 9));
 }
 
-/* byte-for-byte; returns the first differing offset or -1 */
-static long cmp(const uint8_t *a, const uint8_t *b, size_t len)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		if (a[i] != b[i])
-			return i;
-	return -1;
-}
 
 static long zeros(const uint8_t *a, size_t len)
 {
@@ -453,17 +364,8 @@ static long zeros(const uint8_t *a, size_t len)
 static int rdma1(struct side *s, enum ibv_wr_opcode op, uint64_t laddr,
 		 uint32_t len, uint64_t raddr, uint32_t rkey)
 {
-	struct ibv_sge sge = { laddr, len, s->mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1,
-				  .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
-	struct ibv_wc wc;
-
-	wr.wr.rdma.remote_addr = raddr;
-	wr.wr.rdma.rkey = rkey;
-	if (ibv_post_send(s->qp, &wr, &bad))
-		return -1;
-	return poll_one(s->cq, &wc);
+	return remu_rdma1(s->qp, s->cq, op, laddr, s->mr->lkey, len, raddr,
+			  rkey, 20);
 }
 
 static int atomic1(struct side *s, enum ibv_wr_opcode op, uint64_t laddr,
@@ -471,17 +373,13 @@ static int atomic1(struct side *s, enum ibv_wr_opcode op, uint64_t laddr,
 {
 	struct ibv_sge sge = { laddr, 8, s->mr->lkey };
 	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1,
-				  .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
-	struct ibv_wc wc;
+				  .opcode = op };
 
 	wr.wr.atomic.remote_addr = raddr;
 	wr.wr.atomic.rkey = rkey;
 	wr.wr.atomic.compare_add = a;
 	wr.wr.atomic.swap = b;
-	if (ibv_post_send(s->qp, &wr, &bad))
-		return -1;
-	return poll_one(s->cq, &wc);
+	return remu_run_wr(s->qp, s->cq, &wr, 20);
 }
 
 static const uint32_t lens[] = { 1, 4095, 4097, 65537, 1 << 20 };
@@ -554,7 +452,7 @@ TEST_F(odp, send_recv)
 		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
 		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
 		EXPECT_EQ(lens[i], wc.byte_len);
-		EXPECT_EQ(-1, cmp(src, dst, lens[i])) TH_LOG("len %u", lens[i]);
+		EXPECT_EQ(-1, remu_cmp(src, dst, lens[i])) TH_LOG("len %u", lens[i]);
 		at += (lens[i] + 8191) & ~4095u;
 	}
 	EXPECT_LT(f0, hw_counter(self->b.dev, "num_page_faults"));
@@ -573,7 +471,7 @@ TEST_F(odp, rdma_write)
 		ASSERT_EQ(IBV_WC_SUCCESS,
 			  rdma1(&self->a, IBV_WR_RDMA_WRITE, (uintptr_t)src,
 				lens[i], (uintptr_t)dst, self->b.mr->rkey));
-		EXPECT_EQ(-1, cmp(src, dst, lens[i])) TH_LOG("len %u", lens[i]);
+		EXPECT_EQ(-1, remu_cmp(src, dst, lens[i])) TH_LOG("len %u", lens[i]);
 		EXPECT_EQ(0, dst[-1]);
 		EXPECT_EQ(0, dst[lens[i]]);
 	}
@@ -592,7 +490,7 @@ TEST_F(odp, rdma_read)
 		ASSERT_EQ(IBV_WC_SUCCESS,
 			  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)dst,
 				lens[i], (uintptr_t)src, self->b.mr->rkey));
-		EXPECT_EQ(-1, cmp(src, dst, lens[i])) TH_LOG("len %u", lens[i]);
+		EXPECT_EQ(-1, remu_cmp(src, dst, lens[i])) TH_LOG("len %u", lens[i]);
 	}
 	/* the remote's last page was never touched by anyone: zeros */
 	memset(self->a.buf, 0xee, 8192);
@@ -641,7 +539,7 @@ TEST_F(odp, madv_dontneed)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_WRITE, (uintptr_t)src, len,
 			(uintptr_t)dst, self->b.mr->rkey));
-	ASSERT_EQ(-1, cmp(src, dst, len));
+	ASSERT_EQ(-1, remu_cmp(src, dst, len));
 	inv = hw_counter(self->b.dev, "num_invalidations");
 	ASSERT_EQ(0, madvise(dst, len, MADV_DONTNEED));
 	EXPECT_LT(inv, hw_counter(self->b.dev, "num_invalidations"));
@@ -651,14 +549,14 @@ TEST_F(odp, madv_dontneed)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_WRITE, (uintptr_t)src, len,
 			(uintptr_t)dst, self->b.mr->rkey));
-	EXPECT_EQ(-1, cmp(src, dst, len));
+	EXPECT_EQ(-1, remu_cmp(src, dst, len));
 	/* and the local side too: DONTNEED the source, READ back into it */
 	ASSERT_EQ(0, madvise(src, len, MADV_DONTNEED));
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)src, len,
 			(uintptr_t)dst, self->b.mr->rkey));
 	fill(self->a.buf + len, len, 2);
-	EXPECT_EQ(-1, cmp(self->a.buf + len, src, len));
+	EXPECT_EQ(-1, remu_cmp(self->a.buf + len, src, len));
 }
 
 /* munmap + mmap of new content at the same address: READ sees it */
@@ -671,7 +569,7 @@ TEST_F(odp, remap)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)dst, len,
 			(uintptr_t)src, self->b.mr->rkey));
-	ASSERT_EQ(-1, cmp(src, dst, len));
+	ASSERT_EQ(-1, remu_cmp(src, dst, len));
 	ASSERT_EQ(0, munmap(src, ODP_SIZE));
 	ASSERT_EQ(src, fresh_map(src));
 	fill(src, len, 6);
@@ -679,13 +577,13 @@ TEST_F(odp, remap)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)dst, len,
 			(uintptr_t)src, self->b.mr->rkey));
-	EXPECT_EQ(-1, cmp(src, dst, len));
+	EXPECT_EQ(-1, remu_cmp(src, dst, len));
 	/* and a WRITE into the new pages */
 	fill(dst, len, 7);
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_WRITE, (uintptr_t)dst, len,
 			(uintptr_t)src + 4096, self->b.mr->rkey));
-	EXPECT_EQ(-1, cmp(dst, src + 4096, len));
+	EXPECT_EQ(-1, remu_cmp(dst, src + 4096, len));
 }
 
 /* a hole in the remote MR: READ and WRITE fail with REM_ACCESS_ERR */
@@ -699,7 +597,7 @@ TEST_F(odp, remote_hole)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
 			4096, (uintptr_t)hole - 4096, self->b.mr->rkey));
-	EXPECT_EQ(-1, cmp(hole - 4096, self->a.buf, 4096));
+	EXPECT_EQ(-1, remu_cmp(hole - 4096, self->a.buf, 4096));
 	ASSERT_EQ(0, munmap(hole, 4096));
 	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
@@ -784,7 +682,7 @@ TEST_F(odp, prefetch_sync)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_WRITE, (uintptr_t)self->a.buf,
 			len, (uintptr_t)p, b->mr->rkey));
-	EXPECT_EQ(-1, cmp(self->a.buf, p, len));
+	EXPECT_EQ(-1, remu_cmp(self->a.buf, p, len));
 	/* loopback: the requester's gather may fault on remu0, not here */
 	if (strcmp(self->a.dev, b->dev))
 		EXPECT_EQ(faults, hw_counter(b->dev, "num_page_faults"));
@@ -815,7 +713,7 @@ TEST_F(odp, prefetch_no_fault)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
 			8 * 4096, (uintptr_t)p, b->mr->rkey));
-	EXPECT_EQ(-1, cmp(p, self->a.buf, 8 * 4096));
+	EXPECT_EQ(-1, remu_cmp(p, self->a.buf, 8 * 4096));
 	if (strcmp(self->a.dev, b->dev))
 		EXPECT_EQ(faults, hw_counter(b->dev, "num_page_faults"));
 }
@@ -891,7 +789,7 @@ TEST_F(odp, mr_statistics)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(a, IBV_WR_RDMA_WRITE, (uintptr_t)a->buf, len,
 			(uintptr_t)p, mr->rkey));
-	EXPECT_EQ(-1, cmp(a->buf, p, len));
+	EXPECT_EQ(-1, remu_cmp(a->buf, p, len));
 	EXPECT_EQ(n, mr_stat(b->dev, mr->rkey, "page_faults"));
 	EXPECT_EQ(0, mr_stat(b->dev, mr->rkey, "page_invalidations"));
 
@@ -1025,7 +923,7 @@ TEST_F(mm, fork_cow)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
 			len, (uintptr_t)p, self->b.mr->rkey));
-	ASSERT_EQ(-1, cmp(p, self->a.buf, len));
+	ASSERT_EQ(-1, remu_cmp(p, self->a.buf, len));
 	ASSERT_EQ(0, pipe(fds));
 	pid = fork();
 	ASSERT_LE(0, pid);
@@ -1034,7 +932,7 @@ TEST_F(mm, fork_cow)
 		if (read(fds[0], &c, 1) < 0)
 			_exit(2);
 		fill(ref, len, 31);
-		_exit(cmp(p, ref, len) == -1 ? 0 : 1);
+		_exit(remu_cmp(p, ref, len) == -1 ? 0 : 1);
 	}
 	close(fds[0]);
 	fill(p, len, 32);
@@ -1042,7 +940,7 @@ TEST_F(mm, fork_cow)
 	EXPECT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
 			len, (uintptr_t)p, self->b.mr->rkey));
-	EXPECT_EQ(-1, cmp(p, self->a.buf, len));
+	EXPECT_EQ(-1, remu_cmp(p, self->a.buf, len));
 	close(fds[1]);
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
@@ -1075,17 +973,17 @@ TEST_F(mm, mremap_moves)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
 			len, (uintptr_t)old, rkey));
-	ASSERT_EQ(-1, cmp(ref, self->a.buf, len));
+	ASSERT_EQ(-1, remu_cmp(ref, self->a.buf, len));
 	ASSERT_EQ(nw, mremap(old, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
 			     nw));
-	ASSERT_EQ(-1, cmp(ref, nw, len));
+	ASSERT_EQ(-1, remu_cmp(ref, nw, len));
 	if (variant->implicit) {
 		memset(self->a.buf, 0, len);
 		EXPECT_EQ(IBV_WC_SUCCESS,
 			  rdma1(&self->a, IBV_WR_RDMA_READ,
 				(uintptr_t)self->a.buf, len, (uintptr_t)nw,
 				rkey));
-		EXPECT_EQ(-1, cmp(ref, self->a.buf, len));
+		EXPECT_EQ(-1, remu_cmp(ref, self->a.buf, len));
 	}
 	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
@@ -1121,7 +1019,7 @@ TEST_F(mm, shared_memfd)
 		  rdma1(&self->a, IBV_WR_RDMA_WRITE, (uintptr_t)self->a.buf,
 			len, (uintptr_t)p, rkey));
 	ASSERT_EQ(len, pread(fd, back, len, 0));
-	EXPECT_EQ(-1, cmp(self->a.buf, back, len));
+	EXPECT_EQ(-1, remu_cmp(self->a.buf, back, len));
 
 	fill(back, 3 * 4096, 52);
 	ASSERT_EQ(3 * 4096, pwrite(fd, back, 3 * 4096, 4096));
@@ -1129,7 +1027,7 @@ TEST_F(mm, shared_memfd)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
 			3 * 4096, (uintptr_t)p + 4096, rkey));
-	EXPECT_EQ(-1, cmp(back, self->a.buf, 3 * 4096));
+	EXPECT_EQ(-1, remu_cmp(back, self->a.buf, 3 * 4096));
 	if (mr)
 		EXPECT_EQ(0, ibv_dereg_mr(mr));
 	munmap(p, len);
@@ -1223,13 +1121,13 @@ TEST_F(mm, thp)
 	wr.wr.rdma.rkey = rkey;
 	ASSERT_EQ(0, ibv_post_send(self->a.qp, &wr, &bad));
 	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
-	EXPECT_EQ(-1, cmp(p, l, huge));
+	EXPECT_EQ(-1, remu_cmp(p, l, huge));
 
 	fill(l, huge, 62);
 	wr.opcode = IBV_WR_RDMA_WRITE;
 	ASSERT_EQ(0, ibv_post_send(self->a.qp, &wr, &bad));
 	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
-	EXPECT_EQ(-1, cmp(l, p, huge));
+	EXPECT_EQ(-1, remu_cmp(l, p, huge));
 	EXPECT_EQ(2048, anon_huge_kb(p));
 
 	/* the device's write fault makes the THP */
@@ -1237,7 +1135,7 @@ TEST_F(mm, thp)
 	wr.wr.rdma.rkey = rkey2;
 	ASSERT_EQ(0, ibv_post_send(self->a.qp, &wr, &bad));
 	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
-	EXPECT_EQ(-1, cmp(l, q, huge));
+	EXPECT_EQ(-1, remu_cmp(l, q, huge));
 	EXPECT_EQ(2048, anon_huge_kb(q));
 	if (mr)
 		EXPECT_EQ(0, ibv_dereg_mr(mr));
@@ -1428,7 +1326,7 @@ TEST_F(mm, move_pages)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
 			len, (uintptr_t)p, self->b.mr->rkey));
-	ASSERT_EQ(-1, cmp(ref, self->a.buf, len));
+	ASSERT_EQ(-1, remu_cmp(ref, self->a.buf, len));
 	ASSERT_EQ(0, move_to(p, n, -1, status));
 	ASSERT_LE(0, status[0]);
 	to = !status[0];
@@ -1443,12 +1341,12 @@ TEST_F(mm, move_pages)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
 			len, (uintptr_t)p, self->b.mr->rkey));
-	EXPECT_EQ(-1, cmp(ref, self->a.buf, len));
+	EXPECT_EQ(-1, remu_cmp(ref, self->a.buf, len));
 	fill(self->a.buf, len, 72);
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_WRITE, (uintptr_t)self->a.buf,
 			len, (uintptr_t)p, self->b.mr->rkey));
-	EXPECT_EQ(-1, cmp(self->a.buf, p, len));
+	EXPECT_EQ(-1, remu_cmp(self->a.buf, p, len));
 	ASSERT_EQ(0, move_to(p, n, -1, status));
 	EXPECT_EQ(to, status[0]);
 }
@@ -1537,7 +1435,7 @@ TEST_F(mm, swap_out)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
 			len, (uintptr_t)p, rkey));
-	ASSERT_EQ(-1, cmp(ref, self->a.buf, len));
+	ASSERT_EQ(-1, remu_cmp(ref, self->a.buf, len));
 	inv = hw_counter("remu1", "num_invalidation_pages");
 	for (i = 0; i < 5 && out < n; i++) {
 		ASSERT_EQ(0, madvise(p, len, MADV_PAGEOUT));
@@ -1549,7 +1447,7 @@ TEST_F(mm, swap_out)
 	ASSERT_EQ(IBV_WC_SUCCESS,
 		  rdma1(&self->a, IBV_WR_RDMA_READ, (uintptr_t)self->a.buf,
 			len, (uintptr_t)p, rkey));
-	EXPECT_EQ(-1, cmp(ref, self->a.buf, len));
+	EXPECT_EQ(-1, remu_cmp(ref, self->a.buf, len));
 	EXPECT_EQ(0, swapped_pages(p, n));
 	if (mr)
 		EXPECT_EQ(0, ibv_dereg_mr(mr));
@@ -1610,15 +1508,10 @@ static int xside_open(struct xside *s, const char *dev, enum ibv_qp_type type,
 	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 16,
 						  .max_sge = 1 } };
 	struct ibv_qp_init_attr ia = {};
-	struct ibv_port_attr pa;
 
 	s->dev = dev;
-	s->ctx = remu_open(dev);
-	if (!s->ctx || ibv_query_port(s->ctx, 1, &pa) ||
-	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
-		return -1;
-	s->mtu = pa.active_mtu;
-	s->pd = ibv_alloc_pd(s->ctx);
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
 	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
 	s->buf = fresh_map(NULL);
 	if (!s->cq || !s->buf)
@@ -1646,79 +1539,29 @@ static int xside_open(struct xside *s, const char *dev, enum ibv_qp_type type,
 static int xside_connect(struct xside *s, struct xside *peer,
 			 enum ibv_qp_type type)
 {
-	struct ibv_ah_attr ah = { .is_global = 1, .port_num = 1 };
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1 };
-	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	static const struct remu_conn_attr ra = {
+		.access = IBV_ACCESS_REMOTE_WRITE, .psn = 0x42, .rd_atomic = 1,
+		.min_rnr_timer = 1, .timeout = 14, .retry_cnt = 7,
+		.rnr_retry = 7,
+	};
+	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
+	struct ibv_ah_attr ah;
 
-	ah.grh.dgid = peer->gid;
-	ah.grh.sgid_index = GID_INDEX;
-	ah.grh.hop_limit = 64;
-	if (type == IBV_QPT_UD) {
-		a.qkey = QKEY;
-		mask |= IBV_QP_QKEY;
-	} else {
-		a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-		mask |= IBV_QP_ACCESS_FLAGS;
-	}
-	if (ibv_modify_qp(s->qp, &a, mask))
+	if (type != IBV_QPT_UD)
+		return remu_qp_connect(s->qp, &ra, GID_INDEX, &d) ? -1 : 0;
+	if (remu_ud_ready(s->qp, QKEY, 0x42))
 		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	mask = IBV_QP_STATE;
-	if (type != IBV_QPT_UD) {
-		a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
-		a.dest_qp_num = peer->qp->qp_num;
-		a.rq_psn = 0x42;
-		a.ah_attr = ah;
-		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			IBV_QP_RQ_PSN;
-		if (type == IBV_QPT_RC) {
-			a.max_dest_rd_atomic = 1;
-			a.min_rnr_timer = 1;
-			mask |= IBV_QP_MAX_DEST_RD_ATOMIC |
-				IBV_QP_MIN_RNR_TIMER;
-		}
-	}
-	if (ibv_modify_qp(s->qp, &a, mask))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x42;
-	mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-	if (type == IBV_QPT_RC) {
-		a.timeout = 14;
-		a.retry_cnt = 7;
-		a.rnr_retry = 7;
-		a.max_rd_atomic = 1;
-		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-			IBV_QP_MAX_QP_RD_ATOMIC;
-	}
-	if (ibv_modify_qp(s->qp, &a, mask))
-		return -1;
-	if (type == IBV_QPT_UD) {
-		s->ah = ibv_create_ah(s->pd, &ah);
-		if (!s->ah)
-			return -1;
-	}
-	return 0;
+	remu_set_av(&ah, &peer->gid, GID_INDEX, 0);
+	s->ah = ibv_create_ah(s->pd, &ah);
+	return s->ah ? 0 : -1;
 }
 
 static void xside_close(struct xside *s)
 {
 	if (s->ah)
 		ibv_destroy_ah(s->ah);
-	if (s->qp)
-		ibv_destroy_qp(s->qp);
-	if (s->srq)
-		ibv_destroy_srq(s->srq);
-	if (s->mr)
-		ibv_dereg_mr(s->mr);
-	if (s->cq)
-		ibv_destroy_cq(s->cq);
-	if (s->pd)
-		ibv_dealloc_pd(s->pd);
-	if (s->ctx)
-		ibv_close_device(s->ctx);
+	remu_close_objs(s->qp, s->srq, s->mr, s->cq, s->pd, s->ctx);
 	if (s->buf)
 		munmap(s->buf, ODP_SIZE);
 }
@@ -1800,7 +1643,7 @@ TEST_F(xport, send_recv)
 				NULL));
 		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
 		EXPECT_EQ(xlens[i] + grh, wc.byte_len);
-		EXPECT_EQ(-1, cmp(src, dst + grh, xlens[i]))
+		EXPECT_EQ(-1, remu_cmp(src, dst + grh, xlens[i]))
 			TH_LOG("len %u", xlens[i]);
 		at += (xlens[i] + grh + 8191) & ~4095u;
 	}
@@ -1823,7 +1666,7 @@ TEST_F(xport, write)
 		  xsend(&self->a, &self->b, IBV_WR_SEND, self->a.buf, 16,
 			NULL));
 	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
-	EXPECT_EQ(-1, cmp(src, dst, len));
+	EXPECT_EQ(-1, remu_cmp(src, dst, len));
 }
 
 TEST_HARNESS_MAIN

@@ -75,15 +75,13 @@ static uint8_t *map_buf(void)
 
 static int side_open(struct side *s, const char *dev, int two_pds)
 {
-	struct ibv_qp_init_attr ia = {};
-	struct ibv_port_attr pa;
+	struct ibv_qp_cap cap = { .max_send_wr = 128, .max_recv_wr = 16,
+				  .max_send_sge = 2, .max_recv_sge = 2 };
 	int i;
 
-	s->ctx = remu_open(dev);
-	if (!s->ctx || ibv_query_port(s->ctx, 1, &pa) ||
-	    ibv_query_gid(s->ctx, 1, GID_INDEX, &s->gid))
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	if (!s->ctx)
 		return -1;
-	s->mtu = pa.active_mtu;
 	s->pd[0] = ibv_alloc_pd(s->ctx);
 	s->pd[1] = two_pds ? ibv_alloc_pd(s->ctx) : s->pd[0];
 	s->cq = ibv_create_cq(s->ctx, 256, NULL, NULL, 0);
@@ -91,15 +89,8 @@ static int side_open(struct side *s, const char *dev, int two_pds)
 	s->buf2 = map_buf();
 	if (!s->pd[0] || !s->pd[1] || !s->cq || !s->buf || !s->buf2)
 		return -1;
-	ia.send_cq = s->cq;
-	ia.recv_cq = s->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 128;
-	ia.cap.max_recv_wr = 16;
-	ia.cap.max_send_sge = 2;
-	ia.cap.max_recv_sge = 2;
 	for (i = 0; i < 2; i++) {
-		s->qp[i] = ibv_create_qp(s->pd[i], &ia);
+		s->qp[i] = remu_create_qp(s->pd[i], s->cq, IBV_QPT_RC, &cap);
 		if (!s->qp[i])
 			return -1;
 	}
@@ -133,43 +124,13 @@ static void side_close(struct side *s)
 static int qp_connect(struct side *s, struct ibv_qp *qp, struct side *peer,
 		      struct ibv_qp *peer_qp)
 {
-	struct ibv_qp_attr a = {};
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x100);
+	struct remu_conn_dest d = { .qpn = peer_qp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
-	a.qp_state = IBV_QPS_RESET;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
-		return -1;
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = s->mtu < peer->mtu ? s->mtu : peer->mtu;
-	a.dest_qp_num = peer_qp->qp_num;
-	a.rq_psn = 0x100;
-	a.max_dest_rd_atomic = 4;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = GID_INDEX;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0x100;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 4;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	ra.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	ra.reset = true;
+	return remu_qp_connect(qp, &ra, GID_INDEX, &d);
 }
 
 /* (re)connect pair @i: a.qp[i] <-> b.qp[i]; drains the CQs */
@@ -189,20 +150,7 @@ static int pair_connect(struct side *a, struct side *b, int i)
 
 static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc)
 {
-	struct timespec t0, t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (;;) {
-		int n = ibv_poll_cq(cq, 1, wc);
-
-		if (n < 0)
-			return -1;
-		if (n == 1)
-			return wc->status;
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (t.tv_sec - t0.tv_sec > 20)
-			return -1;
-	}
+	return remu_poll_one(cq, wc, 20);
 }
 
 static void fill(uint8_t *p, size_t len, unsigned int seed)
@@ -217,17 +165,8 @@ static void fill(uint8_t *p, size_t len, unsigned int seed)
 static int rdma1(struct side *b, int i, enum ibv_wr_opcode op,
 		 uint8_t *laddr, uint32_t len, uint8_t *raddr, uint32_t rkey)
 {
-	struct ibv_sge sge = { (uintptr_t)laddr, len, b->mr->lkey };
-	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1,
-				  .opcode = op,
-				  .send_flags = IBV_SEND_SIGNALED }, *bad;
-	struct ibv_wc wc;
-
-	wr.wr.rdma.remote_addr = (uintptr_t)raddr;
-	wr.wr.rdma.rkey = rkey;
-	if (ibv_post_send(b->qp[i], &wr, &bad))
-		return -1;
-	return poll_one(b->cq, &wc);
+	return remu_rdma1(b->qp[i], b->cq, op, (uintptr_t)laddr, b->mr->lkey,
+			  len, (uintptr_t)raddr, rkey, 20);
 }
 
 /*

@@ -64,27 +64,18 @@ struct end {
 	int gid_index;
 };
 
-static int ipv4_gid(struct ibv_context *ctx, union ibv_gid *gid)
-{
-	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
-	int i;
-
-	for (i = 0; i < 16; i++)
-		if (!ibv_query_gid(ctx, 1, i, gid) &&
-		    !memcmp(gid->raw, v4, sizeof(v4)))
-			return i;
-	return -1;
-}
-
 static int end_open(struct end *e, const char *dev)
 {
-	struct ibv_qp_init_attr ia = {};
+	static const struct ibv_qp_cap cap = {
+		.max_send_wr = 32, .max_recv_wr = 4,
+		.max_send_sge = 1, .max_recv_sge = 1,
+	};
 
 	memset(e, 0, sizeof(*e));
 	e->ctx = remu_open(dev);
 	if (!e->ctx)
 		return -1;
-	e->gid_index = ipv4_gid(e->ctx, &e->gid);
+	e->gid_index = remu_ipv4_gid(e->ctx, &e->gid);
 	e->pd = ibv_alloc_pd(e->ctx);
 	e->cq = e->pd ? ibv_create_cq(e->ctx, 64, NULL, NULL, 0) : NULL;
 	e->buf = aligned_alloc(4096, BUF);
@@ -92,35 +83,18 @@ static int end_open(struct end *e, const char *dev)
 		return -1;
 	e->mr = ibv_reg_mr(e->pd, e->buf, BUF, IBV_ACCESS_LOCAL_WRITE |
 			   IBV_ACCESS_REMOTE_WRITE);
-	ia.send_cq = e->cq;
-	ia.recv_cq = e->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 32;
-	ia.cap.max_recv_wr = 4;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	e->qp = e->mr ? ibv_create_qp(e->pd, &ia) : NULL;
+	e->qp = e->mr ? remu_create_qp(e->pd, e->cq, IBV_QPT_RC, &cap) : NULL;
 	return e->qp ? 0 : -1;
 }
 
 /* every verb's status, so that a device already gone is seen as an error */
 static int end_close(struct end *e)
 {
-	int err = 0;
+	int err = remu_close_objs(e->qp, NULL, e->mr, e->cq, e->pd, e->ctx);
 
-	if (e->qp)
-		err |= ibv_destroy_qp(e->qp);
-	if (e->mr)
-		err |= ibv_dereg_mr(e->mr);
-	if (e->cq)
-		err |= ibv_destroy_cq(e->cq);
-	if (e->pd)
-		err |= ibv_dealloc_pd(e->pd);
-	if (e->ctx)
-		err |= ibv_close_device(e->ctx);
 	free(e->buf);
 	memset(e, 0, sizeof(*e));
-	return err ? -1 : 0;
+	return err;
 }
 
 static void end_wire(struct end *e, struct wire *w)
@@ -133,40 +107,15 @@ static void end_wire(struct end *e, struct wire *w)
 
 static int end_connect(struct end *e, const struct wire *peer)
 {
-	struct ibv_qp_attr a = {};
+	static const struct remu_conn_attr ra = {
+		.access = IBV_ACCESS_REMOTE_WRITE, .psn = 11, .rd_atomic = 1,
+		.min_rnr_timer = 1, .timeout = QP_TIMEOUT,
+		.retry_cnt = RETRY_CNT, .rnr_retry = 7,
+	};
+	struct remu_conn_dest d = { .qpn = peer->qpn, .gid = peer->gid,
+				    .mtu = IBV_MTU_4096 };
 
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_4096;
-	a.dest_qp_num = peer->qpn;
-	a.rq_psn = 11;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = e->gid_index;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 11;
-	a.timeout = QP_TIMEOUT;
-	a.retry_cnt = RETRY_CNT;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	return remu_qp_connect(e->qp, &ra, e->gid_index, &d);
 }
 
 static int post_write(struct end *e, const struct wire *peer, uint64_t id)
@@ -188,61 +137,14 @@ static uint8_t pattern(int i)
 	return (uint8_t)(i * 7 + (i >> 12));
 }
 
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* one completion within @secs seconds: its status, or -1 */
-static int poll_one(struct ibv_cq *cq, struct ibv_wc *wc, double secs)
-{
-	double end = now() + secs;
-	int n;
-
-	do {
-		n = ibv_poll_cq(cq, 1, wc);
-		if (n)
-			return n < 0 ? -1 : (int)wc->status;
-	} while (now() < end);
-	return -1;
-}
-
 static long hw_counter(const char *dev, const char *name)
 {
-	char path[256];
-	long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path),
-		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev, name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return remu_hw_counter(dev, name, false);
 }
 
 static int wait_fatal(struct ibv_context *ctx, int secs)
 {
-	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
-	struct ibv_async_event ev;
-	int i;
-
-	for (i = 0; i < secs; i++) {
-		if (poll(&pfd, 1, 1000) != 1)
-			continue;
-		if (ibv_get_async_event(ctx, &ev))
-			return -1;
-		ibv_ack_async_event(&ev);
-		if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
-			return 0;
-	}
-	return -1;
+	return remu_wait_fatal(ctx, secs);
 }
 
 static int xfer(int fd, void *p, size_t n, int out)
@@ -308,7 +210,7 @@ static void child(int rfd, int wfd, enum role role)
 			if (post_write(&e, &peer, id++))
 				_exit(16);
 		for (;;) {
-			if (poll_one(e.cq, &wc, 30) != IBV_WC_SUCCESS)
+			if (remu_poll_one(e.cq, &wc, 30) != IBV_WC_SUCCESS)
 				_exit(17);
 			if (post_write(&e, &peer, id++))
 				_exit(18);
@@ -428,7 +330,7 @@ static uint64_t stream(struct __test_metadata *_metadata,
 	for (i = 0; i < DEPTH; i++)
 		EXPECT_EQ(0, post_write(&self->a, &self->peer, id++));
 	while (done < id) {
-		if (poll_one(self->a.cq, &wc, 30) != IBV_WC_SUCCESS) {
+		if (remu_poll_one(self->a.cq, &wc, 30) != IBV_WC_SUCCESS) {
 			TH_LOG("WRITE %lu: status %d", (unsigned long)done,
 			       wc.status);
 			return 0;
@@ -467,7 +369,7 @@ static void expect_retry_exceeded(struct __test_metadata *_metadata,
 	for (i = 0; i < DEPTH; i++)
 		ASSERT_EQ(0, post_write(&self->a, &self->peer, id++));
 	for (k = first; k < id; k++) {
-		st = poll_one(self->a.cq, &wc, 20);
+		st = remu_poll_one(self->a.cq, &wc, 20);
 		ASSERT_LE(0, st) TH_LOG("WQE %lu never completed",
 					(unsigned long)k);
 		EXPECT_EQ(k, wc.wr_id);
@@ -484,14 +386,14 @@ static void expect_retry_exceeded(struct __test_metadata *_metadata,
 		}
 	}
 	TH_LOG("%d WRITEs completed, %d RETRY_EXC_ERR, %d flushed, in %.2f s",
-	       ok, exc, flushed, now() - t0);
+	       ok, exc, flushed, remu_now() - t0);
 	EXPECT_EQ(1, exc);
-	EXPECT_GT(10.0, now() - t0);
+	EXPECT_GT(10.0, remu_now() - t0);
 	EXPECT_EQ(0, ibv_poll_cq(self->a.cq, 1, &wc));
 	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &qa, IBV_QP_STATE, &ia));
 	EXPECT_EQ(IBV_QPS_ERR, qa.qp_state);
 	ASSERT_EQ(0, post_write(&self->a, &self->peer, id));
-	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, poll_one(self->a.cq, &wc, 5));
+	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, remu_poll_one(self->a.cq, &wc, 5));
 	EXPECT_EQ(id, wc.wr_id);
 	EXPECT_LT(x0, hw_counter("remu0", "retry_exceeded_err"));
 }
@@ -513,7 +415,7 @@ TEST_F(td, peer_killed)
 	id = stream(_metadata, self, 16);
 	ASSERT_LT(0, id);
 	/* kill -9 with DEPTH WRITEs in flight */
-	t0 = now();
+	t0 = remu_now();
 	ASSERT_EQ(0, kill(self->pid, SIGKILL));
 	ASSERT_EQ(self->pid, waitpid(self->pid, &st, 0));
 	self->pid = -1;
@@ -534,7 +436,7 @@ TEST_F(td, peer_link_deleted)
 	ASSERT_EQ(0, start(_metadata, self, WAIT_FATAL));
 	id = stream(_metadata, self, 16);
 	ASSERT_LT(0, id);
-	t0 = now();
+	t0 = remu_now();
 	ASSERT_EQ(0, remu_sh("timeout 30 ip netns exec peer rdma link delete remu1"));
 	expect_retry_exceeded(_metadata, self, id, x0, t0);
 	ASSERT_EQ(self->pid, waitpid(self->pid, &st, 0));
@@ -557,9 +459,10 @@ TEST_F(td, sender_killed)
 
 	ASSERT_EQ(0, start(_metadata, self, SENDER));
 	/* the child streams 0x5a into our buffer; wait for a full buffer */
-	t0 = now();
+	t0 = remu_now();
 	memset(pat, 0x5a, sizeof(pat));
-	while (memcmp(self->a.buf + BUF - CHUNK, pat, CHUNK) && now() - t0 < 30)
+	while (memcmp(self->a.buf + BUF - CHUNK, pat, CHUNK) &&
+	       remu_now() - t0 < 30)
 		usleep(10000);
 	ASSERT_EQ(0, memcmp(self->a.buf + BUF - CHUNK, pat, CHUNK));
 	usleep(200000);

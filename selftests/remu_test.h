@@ -2,7 +2,8 @@
 /*
  * remu_test.h - helpers shared by the remu selftests: finding and opening
  * a device by name, reading remu's object counters from debugfs, and
- * running a shell command from a test.  Header-only so each test binary
+ * running a shell command from a test; the verbs helpers are in
+ * remu_verbs_lib.h, included from here.  Header-only so each test binary
  * stays a single .c file.
  */
 #ifndef REMU_TEST_H
@@ -91,5 +92,7 @@ static inline int remu_provider_loaded(void)
 	fclose(f);
 	return found;
 }
+
+#include "remu_verbs_lib.h"
 
 #endif /* REMU_TEST_H */

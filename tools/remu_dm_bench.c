@@ -40,15 +40,6 @@
 #define TARGET_LEN	4096
 #define MAX_WRITE	TARGET_LEN
 
-struct end {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	union ibv_gid gid;
-	enum ibv_mtu mtu;
-};
-
 struct target {
 	const char *name;
 	struct ibv_mr *mr;
@@ -58,72 +49,27 @@ struct target {
 				 * (zero based), the address for host memory */
 };
 
-static int end_open(struct end *e, const char *dev)
+/* @dev with one RC QP (a remu_end of remu_verbs_lib.h): 0 or -1 */
+static int end_open(struct remu_end *e, const char *dev)
 {
-	struct ibv_qp_init_attr ia = {};
-	struct ibv_port_attr pa;
+	static const struct ibv_qp_cap cap = {
+		.max_send_wr = 16, .max_recv_wr = 1,
+		.max_send_sge = 1, .max_recv_sge = 1,
+	};
 
-	e->ctx = remu_open(dev);
-	if (!e->ctx) {
+	if (!remu_end_open(e, dev, GID_INDEX, 16, &cap))
+		return 0;
+	if (!e->ctx)
 		fprintf(stderr, "cannot open %s\n", dev);
-		return -1;
-	}
-	if (ibv_query_port(e->ctx, 1, &pa) ||
-	    ibv_query_gid(e->ctx, 1, GID_INDEX, &e->gid))
-		return -1;
-	e->mtu = pa.active_mtu;
-	e->pd = ibv_alloc_pd(e->ctx);
-	e->cq = e->pd ? ibv_create_cq(e->ctx, 16, NULL, NULL, 0) : NULL;
-	if (!e->cq)
-		return -1;
-	ia.send_cq = e->cq;
-	ia.recv_cq = e->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = 16;
-	ia.cap.max_recv_wr = 1;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	e->qp = ibv_create_qp(e->pd, &ia);
-	return e->qp ? 0 : -1;
+	return -1;
 }
 
-static int end_connect(struct end *e, struct end *peer)
+static int end_connect(struct remu_end *e, struct remu_end *peer)
 {
-	struct ibv_qp_attr a = {};
+	struct remu_conn_attr ra = REMU_RC_ATTR(1);
 
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			    IBV_ACCESS_REMOTE_ATOMIC;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = e->mtu < peer->mtu ? e->mtu : peer->mtu;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = 1;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = GID_INDEX;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 1;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	ra.rd_atomic = 1;
+	return remu_end_connect(e, peer, &ra, GID_INDEX);
 }
 
 static double now_us(void)
@@ -135,7 +81,7 @@ static double now_us(void)
 }
 
 /* post @wr signaled and busy-poll its completion: 0, or -1 */
-static int round_trip(struct end *c, struct ibv_send_wr *wr)
+static int round_trip(struct remu_end *c, struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad;
 	struct ibv_wc wc;
@@ -194,7 +140,7 @@ enum op { OP_WRITE, OP_FETCH_ADD, OP_CMP_SWP };
 static const char *const op_name[] = { "write", "fetch_add", "cmp_swp" };
 
 struct bench {
-	struct end c, s;
+	struct remu_end c, s;
 	struct ibv_mr *lmr;	/* the client's local buffer */
 	uint8_t *local;
 	size_t wsize;
@@ -394,17 +340,7 @@ out:
 	free(b.local);
 	free(tg[1].host);
 	free(b.lat);
-	for (k = 0; k < 2; k++) {
-		struct end *e = k ? &b.s : &b.c;
-
-		if (e->qp)
-			ibv_destroy_qp(e->qp);
-		if (e->cq)
-			ibv_destroy_cq(e->cq);
-		if (e->pd)
-			ibv_dealloc_pd(e->pd);
-		if (e->ctx)
-			ibv_close_device(e->ctx);
-	}
+	remu_end_close(&b.c);
+	remu_end_close(&b.s);
 	return status;
 }

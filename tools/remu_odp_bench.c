@@ -63,82 +63,30 @@
 #define REMOTE_ACCESS	(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 			 IBV_ACCESS_REMOTE_READ)
 
-struct end {
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_qp *qp;
-	union ibv_gid gid;
-	enum ibv_mtu mtu;
-};
-
 static const char *sdev = "remu1";
 
-static int end_open(struct end *e, const char *dev)
+/* @dev with one RC QP (a remu_end of remu_verbs_lib.h): 0 or -1 */
+static int end_open(struct remu_end *e, const char *dev)
 {
-	struct ibv_qp_init_attr ia = {};
-	struct ibv_port_attr pa;
+	static const struct ibv_qp_cap cap = {
+		.max_send_wr = DEPTH, .max_recv_wr = 1,
+		.max_send_sge = 1, .max_recv_sge = 1,
+	};
 
-	e->ctx = remu_open(dev);
-	if (!e->ctx) {
+	if (!remu_end_open(e, dev, GID_INDEX, 2 * DEPTH, &cap))
+		return 0;
+	if (!e->ctx)
 		fprintf(stderr, "cannot open %s\n", dev);
-		return -1;
-	}
-	if (ibv_query_port(e->ctx, 1, &pa) ||
-	    ibv_query_gid(e->ctx, 1, GID_INDEX, &e->gid))
-		return -1;
-	e->mtu = pa.active_mtu;
-	e->pd = ibv_alloc_pd(e->ctx);
-	e->cq = e->pd ? ibv_create_cq(e->ctx, 2 * DEPTH, NULL, NULL, 0) : NULL;
-	if (!e->cq)
-		return -1;
-	ia.send_cq = e->cq;
-	ia.recv_cq = e->cq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.cap.max_send_wr = DEPTH;
-	ia.cap.max_recv_wr = 1;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	e->qp = ibv_create_qp(e->pd, &ia);
-	return e->qp ? 0 : -1;
+	return -1;
 }
 
-static int end_connect(struct end *e, struct end *peer)
+static int end_connect(struct remu_end *e, struct remu_end *peer)
 {
-	struct ibv_qp_attr a = {};
+	struct remu_conn_attr ra = REMU_RC_ATTR(1);
 
-	a.qp_state = IBV_QPS_INIT;
-	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
-			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = e->mtu < peer->mtu ? e->mtu : peer->mtu;
-	a.dest_qp_num = peer->qp->qp_num;
-	a.rq_psn = 1;
-	a.max_dest_rd_atomic = 1;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = peer->gid;
-	a.ah_attr.grh.sgid_index = GID_INDEX;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_AV |
-			  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 1;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 1;
-	return ibv_modify_qp(e->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
-			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+	ra.access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	ra.rd_atomic = 1;
+	return remu_end_connect(e, peer, &ra, GID_INDEX);
 }
 
 static double now_us(void)
@@ -168,19 +116,7 @@ static double median(const double *v, int n)
 /* a server port counter from sysfs, or -1 */
 static long long counter(const char *name)
 {
-	char path[256];
-	long long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path),
-		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", sdev, name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
+	return remu_hw_counter(sdev, name, false);
 }
 
 struct faults {
@@ -193,7 +129,7 @@ struct faults {
  */
 static void faults_read(struct faults *f)
 {
-	usleep(20000);
+	usleep(REMU_HW_STATS_SETTLE_US);
 	f->faults = counter("num_page_faults");
 	f->pages = counter("num_page_fault_pages");
 }
@@ -230,7 +166,7 @@ static void pattern(uint8_t *p, size_t len, unsigned int seed)
 }
 
 /* wait for @n completions on @e's CQ: 0, or -1 */
-static int reap(struct end *e, int n)
+static int reap(struct remu_end *e, int n)
 {
 	struct ibv_wc wc[DEPTH];
 	double t0 = now_us();
@@ -260,7 +196,7 @@ static int reap(struct end *e, int n)
 }
 
 struct bench {
-	struct end c, s;
+	struct remu_end c, s;
 	uint8_t *src;		/* the client's source buffer */
 	struct ibv_mr *smr;
 	size_t srclen;
@@ -583,7 +519,7 @@ int main(int argc, char **argv)
 	const char *cdev = "remu0";
 	long reg_mib = 1024, pages = 4096, bw_mib = 16, laps = 8;
 	struct bench b = { .runs = 5 };
-	int opt, k, status = 1;
+	int opt, status = 1;
 	char thp[128] = "?";
 	FILE *f;
 
@@ -654,17 +590,7 @@ out:
 		ibv_dereg_mr(b.smr);
 	if (b.src)
 		munmap(b.src, b.srclen);
-	for (k = 0; k < 2; k++) {
-		struct end *e = k ? &b.s : &b.c;
-
-		if (e->qp)
-			ibv_destroy_qp(e->qp);
-		if (e->cq)
-			ibv_destroy_cq(e->cq);
-		if (e->pd)
-			ibv_dealloc_pd(e->pd);
-		if (e->ctx)
-			ibv_close_device(e->ctx);
-	}
+	remu_end_close(&b.c);
+	remu_end_close(&b.s);
 	return status;
 }

@@ -1,0 +1,471 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * remu_verbs_lib.h - verbs helpers shared by the remu selftests and the
+ * benchmarks in tools/: opening a device with its port's GID and MTU,
+ * creating a QP, the INIT -> RTR -> RTS sequences of RC, UC and UD QPs
+ * with the attributes each program chooses, one RC end (struct remu_end),
+ * closing objects, waiting for one completion with a timeout, posting one
+ * WR, comparing buffers, reading sysfs numbers and a port's hw_counters,
+ * and waiting for the device's fatal event.
+ *
+ * Header-only (static inline) so that every program stays one .c file;
+ * remu_test.h includes it.  No kselftest ASSERT/EXPECT in here: the tools
+ * do not use the harness.  The helpers return 0 (or a value) on success
+ * and -1, or the failing verb's errno, on failure; the caller asserts.
+ */
+#ifndef REMU_VERBS_LIB_H
+#define REMU_VERBS_LIB_H
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#include "remu_test.h"	/* remu_open() */
+
+/* how long the core caches hw counters (10 ms), with a margin */
+#define REMU_HW_STATS_SETTLE_US	20000
+
+/*
+ * The attributes of an RC or UC connection that the programs differ in;
+ * the rest is the same everywhere: port 1, P_Key index 0, a global AV with
+ * hop limit 64.  @psn is both the RQ and the SQ PSN, @rd_atomic both
+ * max_dest_rd_atomic and max_rd_atomic.  With @reset the QP goes through
+ * RESET first, so that a used (or errored) QP can be connected again.
+ * UC uses only @access, @psn and @reset.
+ */
+struct remu_conn_attr {
+	unsigned int access;	/* qp_access_flags at INIT */
+	uint32_t psn;
+	uint8_t rd_atomic;
+	uint8_t min_rnr_timer;
+	uint8_t timeout;	/* local ACK timeout, 4.096 us * 2^timeout */
+	uint8_t retry_cnt;
+	uint8_t rnr_retry;
+	bool reset;
+	bool rtr_only;		/* stop in RTR (RC) */
+};
+
+/* all remote rights */
+#define REMU_ACCESS_REMOTE_ALL	(IBV_ACCESS_REMOTE_WRITE | \
+				 IBV_ACCESS_REMOTE_READ | \
+				 IBV_ACCESS_REMOTE_ATOMIC)
+
+/*
+ * The RC attributes most programs use, with SQ/RQ PSN @psn_: all remote
+ * rights, 4 RDMA READ/atomic in flight, RNR timer 1 (0.01 ms), ACK
+ * timeout 14 (67 ms), 7 retries and RNR retries.  Change a field after
+ * initializing with it where a program differs.
+ */
+#define REMU_RC_ATTR(psn_)	((struct remu_conn_attr){		\
+	.access = REMU_ACCESS_REMOTE_ALL, .psn = (psn_), .rd_atomic = 4,	\
+	.min_rnr_timer = 1, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7 })
+
+/*
+ * The far end of a connection: its QP number and GID, the path's MTU and
+ * the traffic class of the AV towards it.
+ */
+struct remu_conn_dest {
+	uint32_t qpn;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+	uint8_t traffic_class;
+};
+
+/* The smaller of two MTUs (the path MTU of two ports). */
+static inline enum ibv_mtu remu_min_mtu(enum ibv_mtu a, enum ibv_mtu b)
+{
+	return a < b ? a : b;
+}
+
+/* Port 1's active MTU and the GID at @gid_index of @ctx: 0 or -1. */
+static inline int remu_port_gid(struct ibv_context *ctx, int gid_index,
+				union ibv_gid *gid, enum ibv_mtu *mtu)
+{
+	struct ibv_port_attr pa;
+
+	if (ibv_query_port(ctx, 1, &pa) || ibv_query_gid(ctx, 1, gid_index, gid))
+		return -1;
+	*mtu = pa.active_mtu;
+	return 0;
+}
+
+/* The index of port 1's IPv4-mapped GID (stored into @gid), or -1. */
+static inline int remu_ipv4_gid(struct ibv_context *ctx, union ibv_gid *gid)
+{
+	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+	int i;
+
+	for (i = 0; i < 16; i++)
+		if (!ibv_query_gid(ctx, 1, i, gid) &&
+		    !memcmp(gid->raw, v4, sizeof(v4)))
+			return i;
+	return -1;
+}
+
+/*
+ * Open @dev and query port 1's MTU and the GID at @gid_index: the context,
+ * or NULL (nothing left open).
+ */
+static inline struct ibv_context *remu_open_port(const char *dev,
+						 int gid_index,
+						 union ibv_gid *gid,
+						 enum ibv_mtu *mtu)
+{
+	struct ibv_context *ctx = remu_open(dev);
+
+	if (ctx && remu_port_gid(ctx, gid_index, gid, mtu)) {
+		ibv_close_device(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+/*
+ * Destroy those of @qp, @srq, @mr, @cq, @pd and @ctx that are not NULL, in
+ * that order (each before what it depends on): 0, or -1 when any of the
+ * verbs failed.
+ */
+static inline int remu_close_objs(struct ibv_qp *qp, struct ibv_srq *srq,
+				  struct ibv_mr *mr, struct ibv_cq *cq,
+				  struct ibv_pd *pd, struct ibv_context *ctx)
+{
+	int err = 0;
+
+	if (qp)
+		err |= ibv_destroy_qp(qp);
+	if (srq)
+		err |= ibv_destroy_srq(srq);
+	if (mr)
+		err |= ibv_dereg_mr(mr);
+	if (cq)
+		err |= ibv_destroy_cq(cq);
+	if (pd)
+		err |= ibv_dealloc_pd(pd);
+	if (ctx)
+		err |= ibv_close_device(ctx);
+	return err ? -1 : 0;
+}
+
+/* A QP of @type on @pd with @cq for both queues and the capacities @cap. */
+static inline struct ibv_qp *remu_create_qp(struct ibv_pd *pd,
+					    struct ibv_cq *cq,
+					    enum ibv_qp_type type,
+					    const struct ibv_qp_cap *cap)
+{
+	struct ibv_qp_init_attr ia = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = type, .cap = *cap,
+	};
+
+	return ibv_create_qp(pd, &ia);
+}
+
+/* A global address vector on port 1 towards @dgid, hop limit 64. */
+static inline void remu_set_av(struct ibv_ah_attr *ah,
+			       const union ibv_gid *dgid, int sgid_index,
+			       uint8_t traffic_class)
+{
+	memset(ah, 0, sizeof(*ah));
+	ah->is_global = 1;
+	ah->grh.dgid = *dgid;
+	ah->grh.sgid_index = sgid_index;
+	ah->grh.hop_limit = 64;
+	ah->grh.traffic_class = traffic_class;
+	ah->port_num = 1;
+}
+
+/*
+ * [RESET ->] INIT -> RTR -> RTS of the RC or UC QP @qp towards @dest, with
+ * the source GID at @sgid_index and the attributes @ra: 0, or the failing
+ * ibv_modify_qp's error.
+ */
+static inline int remu_qp_connect(struct ibv_qp *qp,
+				  const struct remu_conn_attr *ra,
+				  int sgid_index,
+				  const struct remu_conn_dest *dest)
+{
+	bool rc = qp->qp_type == IBV_QPT_RC;
+	struct ibv_qp_attr a = {};
+	int err;
+
+	if (ra->reset) {
+		a.qp_state = IBV_QPS_RESET;
+		err = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+		if (err)
+			return err;
+	}
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qp_access_flags = ra->access;
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+	if (err)
+		return err;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = dest->mtu;
+	a.dest_qp_num = dest->qpn;
+	a.rq_psn = ra->psn;
+	remu_set_av(&a.ah_attr, &dest->gid, sgid_index, dest->traffic_class);
+	if (!rc) {
+		err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+				    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				    IBV_QP_RQ_PSN);
+		if (err)
+			return err;
+		memset(&a, 0, sizeof(a));
+		a.qp_state = IBV_QPS_RTS;
+		a.sq_psn = ra->psn;
+		return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+	}
+	a.max_dest_rd_atomic = ra->rd_atomic;
+	a.min_rnr_timer = ra->min_rnr_timer;
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV |
+			    IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			    IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+			    IBV_QP_MIN_RNR_TIMER);
+	if (err || ra->rtr_only)
+		return err;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = ra->psn;
+	a.timeout = ra->timeout;
+	a.retry_cnt = ra->retry_cnt;
+	a.rnr_retry = ra->rnr_retry;
+	a.max_rd_atomic = ra->rd_atomic;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN |
+			     IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* INIT -> RTR -> RTS of the UD QP @qp with @qkey and SQ PSN @psn. */
+static inline int remu_ud_ready(struct ibv_qp *qp, uint32_t qkey,
+				uint32_t psn)
+{
+	struct ibv_qp_attr a = {};
+	int err;
+
+	a.qp_state = IBV_QPS_INIT;
+	a.port_num = 1;
+	a.qkey = qkey;
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			    IBV_QP_PORT | IBV_QP_QKEY);
+	if (err)
+		return err;
+	a.qp_state = IBV_QPS_RTR;
+	err = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+	if (err)
+		return err;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = psn;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
+/* The state @qp is in, or -1 when it cannot be queried. */
+static inline int remu_qp_state(struct ibv_qp *qp)
+{
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+
+	if (ibv_query_qp(qp, &qa, IBV_QP_STATE, &ia))
+		return -1;
+	return qa.qp_state;
+}
+
+/*
+ * struct remu_end - one end of an RC connection with nothing else: a
+ * device, a PD, one CQ for both queues and one QP, with port 1's GID and
+ * MTU for the peer.
+ */
+struct remu_end {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+};
+
+/*
+ * Open @e on @dev (GID at @gid_index) with a CQ of @cqe entries and an RC
+ * QP of capacities @cap: 0, or -1 (remu_end_close() frees what was made).
+ */
+static inline int remu_end_open(struct remu_end *e, const char *dev,
+				int gid_index, int cqe,
+				const struct ibv_qp_cap *cap)
+{
+	e->ctx = remu_open_port(dev, gid_index, &e->gid, &e->mtu);
+	e->pd = e->ctx ? ibv_alloc_pd(e->ctx) : NULL;
+	e->cq = e->pd ? ibv_create_cq(e->ctx, cqe, NULL, NULL, 0) : NULL;
+	e->qp = e->cq ? remu_create_qp(e->pd, e->cq, IBV_QPT_RC, cap) : NULL;
+	return e->qp ? 0 : -1;
+}
+
+/* Connect @e's QP to @peer's with @ra: 0 or ibv_modify_qp's error. */
+static inline int remu_end_connect(struct remu_end *e, struct remu_end *peer,
+				   const struct remu_conn_attr *ra,
+				   int gid_index)
+{
+	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(e->mtu, peer->mtu) };
+
+	return remu_qp_connect(e->qp, ra, gid_index, &d);
+}
+
+/* Free what remu_end_open() made of @e. */
+static inline void remu_end_close(struct remu_end *e)
+{
+	remu_close_objs(e->qp, NULL, NULL, e->cq, e->pd, e->ctx);
+	memset(e, 0, sizeof(*e));
+}
+
+/* CLOCK_MONOTONIC in seconds. */
+static inline double remu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * Busy-poll @cq for one completion for up to @secs seconds: its status
+ * (IBV_WC_SUCCESS is 0), or -1 on a poll error or timeout.
+ */
+static inline int remu_poll_one(struct ibv_cq *cq, struct ibv_wc *wc,
+				double secs)
+{
+	double end = remu_now() + secs;
+	int n;
+
+	do {
+		n = ibv_poll_cq(cq, 1, wc);
+		if (n)
+			return n < 0 ? -1 : (int)wc->status;
+	} while (remu_now() < end);
+	return -1;
+}
+
+/* Post the list @wr on @qp: 0 or the errno ibv_post_send returned. */
+static inline int remu_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad;
+
+	return ibv_post_send(qp, wr, &bad);
+}
+
+/* Post one receive of @nsge SGEs, id @wr_id, on @qp: 0 or an errno. */
+static inline int remu_post_recv(struct ibv_qp *qp, uint64_t wr_id,
+				 struct ibv_sge *sge, int nsge)
+{
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = sge,
+				  .num_sge = nsge }, *bad;
+
+	return ibv_post_recv(qp, &wr, &bad);
+}
+
+/*
+ * @wr posted on @qp with send_flags IBV_SEND_SIGNALED (only) and its
+ * completion awaited on @cq for up to @secs: the completion's status, or
+ * -1 when the post or the poll failed.
+ */
+static inline int remu_run_wr(struct ibv_qp *qp, struct ibv_cq *cq,
+			      struct ibv_send_wr *wr, double secs)
+{
+	struct ibv_wc wc;
+
+	wr->send_flags = IBV_SEND_SIGNALED;
+	if (remu_post_send(qp, wr))
+		return -1;
+	return remu_poll_one(cq, &wc, secs);
+}
+
+/*
+ * One signalled RDMA WRITE or READ (@op) of @len bytes between @laddr
+ * (@lkey) and @raddr (@rkey), waited for: its status, or -1.  The WR's
+ * id is @op.
+ */
+static inline int remu_rdma1(struct ibv_qp *qp, struct ibv_cq *cq,
+			     enum ibv_wr_opcode op, uint64_t laddr,
+			     uint32_t lkey, uint32_t len, uint64_t raddr,
+			     uint32_t rkey, double secs)
+{
+	struct ibv_sge sge = { laddr, len, lkey };
+	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1,
+				  .opcode = op };
+
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return remu_run_wr(qp, cq, &wr, secs);
+}
+
+/* Byte for byte: the first offset where @a and @b differ, or -1. */
+static inline long remu_cmp(const uint8_t *a, const uint8_t *b, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (a[i] != b[i])
+			return i;
+	return -1;
+}
+
+/* The number at the start of the file @path (sysfs, procfs), or -1. */
+static inline long long remu_read_num(const char *path)
+{
+	long long v = -1;
+	FILE *f = fopen(path, "r");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+/*
+ * Port 1's hw counter @name of the device @dev from sysfs, or -1.  With
+ * @settle, first wait out the core's hw_stats cache so that the value is
+ * not older than the last event.
+ */
+static inline long long remu_hw_counter(const char *dev, const char *name,
+					bool settle)
+{
+	char path[256];
+
+	if (settle)
+		usleep(REMU_HW_STATS_SETTLE_US);
+	snprintf(path, sizeof(path),
+		 "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev, name);
+	return remu_read_num(path);
+}
+
+/*
+ * Wait up to about @secs seconds for IBV_EVENT_DEVICE_FATAL on @ctx's
+ * async queue, acking every event read: 0 once it came, -1 otherwise.
+ */
+static inline int remu_wait_fatal(struct ibv_context *ctx, int secs)
+{
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+	int i;
+
+	for (i = 0; i < secs; i++) {
+		if (poll(&pfd, 1, 1000) != 1)
+			continue;
+		if (ibv_get_async_event(ctx, &ev))
+			return -1;
+		ibv_ack_async_event(&ev);
+		if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
+			return 0;
+	}
+	return -1;
+}
+
+#endif /* REMU_VERBS_LIB_H */
