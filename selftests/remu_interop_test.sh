@@ -224,13 +224,19 @@ one() { # DIR KIND ARGS
 }
 
 # counter_check DIR BEFORE_RXE BEFORE_REMU: the packets of DIR's runs all
-# arrived with a good ICRC, and nothing was retransmitted or in error
+# arrived with a good ICRC, and nothing was retransmitted or in error.
+# On the debug kernel (make check-debug: KASAN and lockdep make it several
+# times slower) a requester's timer may expire before a slow response
+# comes (perftest's QP timeout is 67 ms): timer resends, and the
+# duplicates they make at the other end, are shown but allowed there;
+# every packet must still arrive (the sent and received counts match).
 counter_check() {
-	local ar ab
+	local ar ab slow=0
 	ar=$(mktemp) ab=$(mktemp)
 	counters rxe0 "" >"$ar"
 	counters remu1 peer >"$ab"
-	python3 - "$2" "$ar" "$3" "$ab" "$minpkts" <<'EOF'
+	[[ "$(uname -r)" == *-remu-debug ]] && slow=1
+	python3 - "$2" "$ar" "$3" "$ab" "$minpkts" "$slow" <<'EOF'
 import sys
 def load(p):
     return {k: int(v) for k, v in (l.split() for l in open(p))}
@@ -240,6 +246,13 @@ dm = {k: m1[k] - m0.get(k, 0) for k in m1}
 print("# rxe0:  " + " ".join("%s=%d" % kv for kv in sorted(dr.items()) if kv[1]))
 print("# remu1: " + " ".join("%s=%d" % kv for kv in sorted(dm.items()) if kv[1]))
 bad = []
+timer = ("completer_retry_err", "duplicate_request")
+if sys.argv[6] == "1":
+    for k in timer:
+        for who, d in (("rxe0", dr), ("remu1", dm)):
+            if d.get(k, 0):
+                print("# %s %s +%d: allowed on the debug kernel" % (who, k, d[k]))
+                d[k] = 0
 if dm["rcvd_pkts"] != dr["sent_pkts"]:
     bad.append("remu1 rcvd_pkts +%d but rxe0 sent_pkts +%d"
                % (dm["rcvd_pkts"], dr["sent_pkts"]))
