@@ -903,11 +903,12 @@ TEST_F(q, srq_limit_event)
 	struct ibv_srq_attr sa = { .srq_limit = 10 };
 	struct ibv_qp_init_attr ia = {};
 	struct ibv_recv_wr *bad;
+	struct ibv_qp_attr qa;
 	struct ibv_wc wc[2];
 	struct ibv_srq *srq;
 	struct ibv_qp *qp;
 	struct ibv_mr *mr;
-	int i;
+	int i, mask;
 
 	mr = ibv_reg_mr(self->pd, rbuf, sizeof(rbuf), IBV_ACCESS_LOCAL_WRITE);
 	ASSERT_NE(NULL, mr);
@@ -929,7 +930,14 @@ TEST_F(q, srq_limit_event)
 	ia.cap.max_inline_data = 16;
 	qp = ibv_create_qp(self->pd, &ia);
 	ASSERT_NE(NULL, qp);
-	ASSERT_EQ(0, to_rts(qp, self->sgid4, &self->gid4));
+	/* it sends to itself: its RQ PSN must be its SQ PSN */
+	ASSERT_EQ(0, to_init(qp));
+	mask = rtr_attr(qp, self->sgid4, &self->gid4, &qa);
+	qa.rq_psn = 0x456;
+	ASSERT_EQ(0, ibv_modify_qp(qp, &qa, mask));
+	mask = rts_attr(qp, &qa);
+	ASSERT_EQ(0x456, qa.sq_psn);
+	ASSERT_EQ(0, ibv_modify_qp(qp, &qa, mask));
 
 	for (i = 0; i < 4; i++) {
 		ASSERT_EQ(0, post_send(qp, i, NULL));
