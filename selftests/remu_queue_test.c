@@ -8,8 +8,10 @@
  * fast path: polling makes no system call, posting sends makes one (the
  * doorbell), posting receives makes none (counted with ptrace).
  *
- * Runs in the test VM after scripts/remu-up.  There is no data path yet
- * (issue 3), so WQEs posted in RTS stay queued until the QP enters ERR.
+ * Runs in the test VM after scripts/remu-up.  The QPs loop back to
+ * themselves with SQ PSN 0x456 and RQ PSN 0x123, so the responder takes
+ * none of their SENDs (they end in RETRY_EXC_ERR or are flushed); a test
+ * that needs traffic sets the RQ PSN to the SQ PSN (srq_limit_event).
  */
 #include <arpa/inet.h>
 #include <poll.h>
