@@ -30,6 +30,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/ktap.sh"
+. "$here/remu_lib.sh"
 
 filter=${1:-}
 "$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
@@ -40,48 +41,6 @@ objects() { cat /sys/kernel/debug/remu/objects 2>/dev/null; }
 base_objects=$(objects)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-
-# wait_listen PORT: until an rdma_cm ID listens on PORT (at most 20 s)
-wait_listen() {
-	local i
-	for i in $(seq 100); do
-		rdma resource show cm_id 2>/dev/null |
-			grep -q "state LISTEN .*src-addr [^ ]*:$1 " && return 0
-		sleep 0.2
-	done
-	return 1
-}
-
-# rping_expect FILE PREFIX N: FILE has exactly the N lines "PREFIXping
-# data: rdma-ping-I: PATTERN" rping's client writes (64-byte buffer)
-rping_expect() {
-	python3 - "$@" <<'EOF'
-import sys
-path, prefix, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-want = []
-start = 65
-for ping in range(n):
-    s = "rdma-ping-%d: " % ping
-    c = start
-    while len(s) < 63:
-        s += chr(c)
-        c = 65 if c >= 122 else c + 1
-    start = 65 if start >= 122 else start + 1
-    want.append(prefix + "ping data: " + s)
-got = [l.rstrip("\n") for l in open(path, errors="replace")
-       if l.startswith(prefix + "ping data: ")]
-if got != want:
-    bad = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
-               min(len(got), len(want)))
-    print("# %s: %d ping lines, %d wanted; first difference at line %d"
-          % (path.split("/")[-1], len(got), n, bad))
-    if bad < len(got):
-        print("#   got:  " + got[bad])
-    if bad < len(want):
-        print("#   want: " + want[bad])
-    sys.exit(1)
-EOF
-}
 
 # ns NAME: the command prefix that runs in namespace NAME ("init": none)
 ns() { [ "$1" = init ] || echo "ip netns exec $1"; }
@@ -98,7 +57,7 @@ pair() {
 	# shellcheck disable=SC2046,SC2086
 	$(ns "$sns") timeout 120 $scmd >"$sout" 2>"$sout.err" &
 	spid=$!
-	if ! wait_listen "$port"; then
+	if ! remu_wait_cm_listen "$port"; then
 		echo "# no rdma_cm listener on port $port"
 		ok=0
 	fi
@@ -111,25 +70,17 @@ pair() {
 	if [ "$ok" = 1 ] && [ -n "$check" ] && ! "$check" "$sout" "$cout"; then
 		ok=0
 	fi
-	if [ "$ok" = 1 ]; then
-		ktap_pass "$name ($((SECONDS - t0)) s)"
-	else
-		echo "# server: $scmd (namespace $sns, exit $rs)"
-		tail -10 "$sout" | sed 's/^/#   /'
-		tail -10 "$sout.err" | sed 's/^/#   stderr: /'
-		echo "# client: $ccmd (namespace $cns, exit $rc)"
-		tail -10 "$cout" | sed 's/^/#   /'
-		tail -10 "$cout.err" | sed 's/^/#   stderr: /'
-		ktap_fail "$name"
-	fi
+	remu_pair_report "$name" "$t0" "$ok" "$scmd (namespace $sns)" "$rs" \
+		"$sout" "$ccmd (namespace $cns)" "$rc" "$cout"
 }
 
 check_rping() {
-	rping_expect "$1" "server " "$PINGS" && rping_expect "$2" "" "$PINGS"
+	remu_rping_expect "$1" "server " "$PINGS" &&
+		remu_rping_expect "$2" "" "$PINGS"
 }
 check_rping_wire() {
-	rping_expect "$1" "server " "$WIRE_PINGS" &&
-		rping_expect "$2" "" "$WIRE_PINGS"
+	remu_rping_expect "$1" "server " "$WIRE_PINGS" &&
+		remu_rping_expect "$2" "" "$WIRE_PINGS"
 }
 # rdma_server/rdma_client print "NAME: end 0" when all went well
 check_end0() {
@@ -210,8 +161,10 @@ rping_netns() {
 	echo "# exits: client init->peer $r0, client peer->init $r1, server init $r2, server peer $r3"
 	[ "$r0$r1$r2$r3" = 0000 ] || ok=1
 	# the peer's server served the client from init, and the other way round
-	rping_expect "$c0" "" 10 && rping_expect "$s1" "server " 10 &&
-		rping_expect "$c1" "" 10 && rping_expect "$s0" "server " 10 || ok=1
+	remu_rping_expect "$c0" "" 10 &&
+		remu_rping_expect "$s1" "server " 10 &&
+		remu_rping_expect "$c1" "" 10 &&
+		remu_rping_expect "$s0" "server " 10 || ok=1
 	if [ "$ok" != 0 ]; then
 		for f in s0 s1 c0 c1; do
 			echo "# $f:"; tail -5 "$tmp/$f" | sed 's/^/#   /'

@@ -29,8 +29,6 @@
  */
 #include <endian.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -946,19 +944,11 @@ static uint32_t rnr_len(unsigned int i)
 	return (i * 7919u) % RNR_SLOT % 20000 + 1;
 }
 
-static double now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
 TEST_F(dp, rnr_stream)
 {
 	long rnr0 = hw_counter(variant->dev_a, "send_rnr_err");
 	unsigned int posted = 0, sent = 0, rposted = 0, rdone = 0, i;
-	double start = now_ms(), next_recv = start + 100;
+	double start = remu_now(), next_recv = start + 0.1;
 	struct ibv_wc wc;
 
 	for (i = 0; i < RNR_MSGS; i++)
@@ -968,7 +958,7 @@ TEST_F(dp, rnr_stream)
 	memset(self->b.buf, 0xee, BUF_SIZE);
 
 	while (sent < RNR_MSGS || rdone < RNR_MSGS) {
-		ASSERT_LT(now_ms() - start, 60000)
+		ASSERT_LT(remu_now() - start, 60)
 			TH_LOG("stuck: %u/%u sent, %u/%u received", sent,
 			       posted, rdone, rposted);
 		/* the sender keeps up to 8 SENDs outstanding */
@@ -985,7 +975,7 @@ TEST_F(dp, rnr_stream)
 			posted++;
 		}
 		/* the receiver: four more receives every 30 ms */
-		if (rposted < RNR_MSGS && now_ms() >= next_recv) {
+		if (rposted < RNR_MSGS && remu_now() >= next_recv) {
 			/* (at most 16 outstanding: max_recv_wr) */
 			for (i = 0; i < 4 && rposted < RNR_MSGS &&
 				    rposted - rdone < 16; i++) {
@@ -999,7 +989,7 @@ TEST_F(dp, rnr_stream)
 							&sge, 1));
 				rposted++;
 			}
-			next_recv = now_ms() + 30;
+			next_recv = remu_now() + 0.03;
 		}
 		if (ibv_poll_cq(self->a.cq, 1, &wc) == 1) {
 			ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
@@ -1356,25 +1346,19 @@ static int cq_quiet(struct ibv_cq *cq)
 }
 
 /*
- * Affiliated asynchronous events.  next_async(): the next event of @ctx
- * within @ms milliseconds; its type (and its QP in @qp, for QP events),
- * or -1 if none came.
+ * Affiliated asynchronous events.  next_async(): the type of the next
+ * event of @ctx within @ms milliseconds (and its QP in @qp, for QP
+ * events), or -1 if none came.
  */
 static int next_async(struct ibv_context *ctx, int ms, struct ibv_qp **qp)
 {
-	struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
 	struct ibv_async_event ev;
-	int type;
 
-	fcntl(ctx->async_fd, F_SETFL,
-	      fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
-	if (poll(&p, 1, ms) != 1 || ibv_get_async_event(ctx, &ev))
+	if (remu_next_async(ctx, ms, &ev))
 		return -1;
-	type = ev.event_type;
 	if (qp)
 		*qp = ev.element.qp;
-	ibv_ack_async_event(&ev);
-	return type;
+	return ev.event_type;
 }
 
 /*

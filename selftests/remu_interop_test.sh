@@ -80,27 +80,10 @@ done
 # setup + 2 counter checks + teardown
 ktap_header $((${#sel[@]} + 4))
 
-present() { [ -e "/sys/class/infiniband/$1" ]; }
-wait_gone() {
-	local i
-	for i in $(seq 50); do present "$1" || return 0; sleep 0.1; done
-	echo "$1 still present"; return 1
-}
-# gid_index DEV GID: index of the RoCE v2 GID GID in DEV's table
-gid_index() {
-	local g i
-	for g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		i=${g##*/}
-		[ "$(cat "$g" 2>/dev/null)" = "$2" ] || continue
-		[ "$(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$i" 2>/dev/null)" = "RoCE v2" ] || continue
-		echo "$i"; return 0
-	done
-	return 1
-}
 wait_gid() { # VAR DEV GID
 	local _i _x
 	for _i in $(seq 50); do
-		_x=$(gid_index "$2" "$3") && { printf -v "$1" %s "$_x"; return 0; }
+		_x=$(remu_gid_index "$2" "$3") && { printf -v "$1" %s "$_x"; return 0; }
 		sleep 0.1
 	done
 	echo "$2 has no RoCE v2 GID $3"; return 1
@@ -121,7 +104,7 @@ for link in json.load(sys.stdin):
 RXE_IDX= REMU_IDX=
 setup() {
 	rdma link delete remu0 || return 1
-	wait_gone remu0 || return 1
+	remu_wait_gone remu0 || return 1
 	modprobe rdma_rxe || return 1
 	rdma link add rxe0 type rxe netdev v0 || return 1
 	wait_gid RXE_IDX rxe0 "$GA" || return 1
@@ -157,7 +140,7 @@ port=19300
 # and CHECK SOUT COUT must succeed
 run_pair() {
 	local name=$1 check=$2 scmd=$3 ccmd=$4 sns=$5 cns=$6 wait=$7
-	local sout cout spid rc rs ok=1 t0=$SECONDS i
+	local sout cout spid rc rs ok=1 t0=$SECONDS
 	sout=$(mktemp) cout=$(mktemp)
 	# shellcheck disable=SC2046,SC2086
 	$(nsx "$sns") timeout 60 $scmd >"$sout" 2>"$sout.err" &
@@ -165,11 +148,7 @@ run_pair() {
 	if [ "$wait" = tcp ]; then
 		remu_wait_listen "$spid" "$port" || echo "# server not listening on $port"
 	else
-		for i in $(seq 100); do
-			rdma resource show cm_id 2>/dev/null |
-				grep -q "state LISTEN .*src-addr [^ ]*:$port " && break
-			sleep 0.1
-		done
+		remu_wait_cm_listen "$port" || echo "# no rdma_cm listener on $port"
 	fi
 	# shellcheck disable=SC2046,SC2086
 	$(nsx "$cns") timeout 60 $ccmd >"$cout" 2>"$cout.err"
@@ -177,17 +156,8 @@ run_pair() {
 	wait "$spid"
 	rs=$?
 	[ "$rc" = 0 ] && [ "$rs" = 0 ] && "$check" "$sout" "$cout" || ok=0
-	if [ "$ok" = 1 ]; then
-		ktap_pass "$name ($((SECONDS - t0)) s)"
-	else
-		echo "# server: $scmd (exit $rs)"
-		tail -15 "$sout" | sed 's/^/#   /'
-		tail -5 "$sout.err" | sed 's/^/#   stderr: /'
-		echo "# client: $ccmd (exit $rc)"
-		tail -15 "$cout" | sed 's/^/#   /'
-		tail -5 "$cout.err" | sed 's/^/#   stderr: /'
-		ktap_fail "$name"
-	fi
+	remu_pair_report "$name" "$t0" "$ok" "$scmd" "$rs" "$sout" \
+		"$ccmd" "$rc" "$cout"
 	rm -f "$sout" "$cout" "$sout.err" "$cout.err"
 }
 
@@ -306,12 +276,12 @@ for dir in rxe2remu remu2rxe; do
 done
 
 teardown() {
-	if present rxe0; then
+	if remu_present rxe0; then
 		rdma link delete rxe0 || return 1
-		wait_gone rxe0 || return 1
+		remu_wait_gone rxe0 || return 1
 	fi
 	modprobe -r rdma_rxe || return 1
-	present remu0 || rdma link add remu0 type remu netdev v0 || return 1
+	remu_present remu0 || rdma link add remu0 type remu netdev v0 || return 1
 	ibv_devinfo -d remu0 | grep -q PORT_ACTIVE
 }
 ktap_check "teardown: rxe0 out, remu0 back on v0" teardown

@@ -53,3 +53,56 @@ if got != want:
     sys.exit(1)
 PYEOF
 }
+
+# remu_wait_cm_listen PORT: wait (up to 20 s) until an RDMA CM ID listens
+# on PORT (in any namespace: `rdma resource` shows them all)
+remu_wait_cm_listen() {
+	local i
+	for i in $(seq 100); do
+		rdma resource show cm_id 2>/dev/null |
+			grep -q "state LISTEN .*src-addr [^ ]*:$1 " && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+# remu_present DEV: the RDMA device DEV exists
+remu_present() { [ -e "/sys/class/infiniband/$1" ]; }
+
+# remu_wait_gone DEV: wait (up to 5 s) until DEV is gone
+remu_wait_gone() {
+	local i
+	for i in $(seq 50); do remu_present "$1" || return 0; sleep 0.1; done
+	echo "$1 still present"; return 1
+}
+
+# remu_gid_index DEV GID: the index of the RoCE v2 GID GID in DEV's table
+remu_gid_index() {
+	local g i
+	for g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		i=${g##*/}
+		[ "$(cat "$g" 2>/dev/null)" = "$2" ] || continue
+		[ "$(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$i" 2>/dev/null)" = "RoCE v2" ] || continue
+		echo "$i"; return 0
+	done
+	return 1
+}
+
+# remu_pair_report NAME T0 OK SCMD RS SOUT CCMD RC COUT: the KTAP line of
+# a server/client run started at $SECONDS T0 ("NAME (N s)" when OK is 1);
+# on failure each side's command, exit code and the tails of its output
+# (the files SOUT/COUT and SOUT.err/COUT.err)
+remu_pair_report() {
+	if [ "$3" = 1 ]; then
+		ktap_pass "$1 ($((SECONDS - $2)) s)"
+		return
+	fi
+	remu_side_report server "$4" "$5" "$6"
+	remu_side_report client "$7" "$8" "$9"
+	ktap_fail "$1"
+}
+remu_side_report() { # SIDE CMD EXIT FILE
+	echo "# $1: $2 (exit $3)"
+	tail -15 "$4" | sed 's/^/#   /'
+	tail -10 "$4.err" 2>/dev/null | sed 's/^/#   stderr: /'
+}

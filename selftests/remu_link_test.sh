@@ -9,15 +9,10 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/ktap.sh"
+. "$here/remu_lib.sh"
 
 ktap_header 14
 
-present() { [ -e "/sys/class/infiniband/$1" ]; }
-wait_gone() {
-	local i
-	for i in $(seq 30); do present "$1" || return 0; sleep 0.1; done
-	echo "$1 still present"; return 1
-}
 # add_fails NAME NETDEV ERRTEXT: newlink must fail with ERRTEXT
 add_fails() {
 	local out
@@ -25,7 +20,7 @@ add_fails() {
 		echo "rdma link add $1 on $2 succeeded"; rdma link delete "$1"; return 1
 	fi
 	echo "$out"
-	grep -qi "$3" <<<"$out" && ! present "$1"
+	grep -qi "$3" <<<"$out" && ! remu_present "$1"
 }
 dmesg_has() { dmesg | grep -q -- "$1"; }
 objects() { cat /sys/kernel/debug/remu/objects 2>/dev/null; }
@@ -67,7 +62,7 @@ add_delete() {
 	[ "$(cat /sys/class/infiniband/remu7/hca_type)" = remu ] || return 1
 	[ "$(cat /sys/class/infiniband/remu7/parent)" = vt0 ] || return 1
 	rdma link delete remu7 || return 1
-	wait_gone remu7 || return 1
+	remu_wait_gone remu7 || return 1
 	[ "$(objects | awk '$1 == "dev" { print $2 }')" = "$before" ]
 }
 ktap_check "link: add, use and delete a device on another netdev" add_delete
@@ -75,7 +70,7 @@ ktap_check "link: add, use and delete a device on another netdev" add_delete
 any_name() {
 	rdma link add lab_nic type remu netdev vt0 || return 1
 	ibv_devinfo -d lab_nic | grep -q "transport:.*InfiniBand" || return 1
-	rdma link delete lab_nic && wait_gone lab_nic
+	rdma link delete lab_nic && remu_wait_gone lab_nic
 }
 ktap_check "link: provider matches a device of any name" any_name
 
@@ -85,14 +80,14 @@ cycle() {
 		rdma link add remu7 type remu netdev vt0 || return 1
 		rdma link delete remu7 || return 1
 	done
-	wait_gone remu7
+	remu_wait_gone remu7
 }
 ktap_check "link: 20 add/delete cycles" cycle
 
 netdev_gone() {
 	rdma link add remu7 type remu netdev vt0 || return 1
 	ip link del vt0 || return 1
-	wait_gone remu7
+	remu_wait_gone remu7
 }
 ktap_check "link: deleting the netdev removes the device" netdev_gone
 
@@ -117,8 +112,8 @@ ktap_check "module: rmmod with a live user fails and leaves the device working" 
 unload() {
 	dmesg -C
 	rmmod remu || return 1
-	present remu0 && return 1
-	present remu1 && return 1
+	remu_present remu0 && return 1
+	remu_present remu1 && return 1
 	dmesg_has "remu: unloaded" || return 1
 	! dmesg_has "remu: leaked"
 }

@@ -238,19 +238,13 @@ static int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int n)
 /* Wait up to 3 s for the async event @type. */
 static int wait_async(struct ibv_context *ctx, enum ibv_event_type type)
 {
-	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
 	struct ibv_async_event ev;
-	int i, got = 0;
+	int i;
 
-	for (i = 0; i < 30 && !got; i++) {
-		if (poll(&pfd, 1, 100) != 1)
-			continue;
-		if (ibv_get_async_event(ctx, &ev))
-			return 0;
-		got = ev.event_type == type;
-		ibv_ack_async_event(&ev);
-	}
-	return got;
+	for (i = 0; i < 30; i++)
+		if (!remu_next_async(ctx, 100, &ev) && ev.event_type == type)
+			return 1;
+	return 0;
 }
 
 TEST_F(q, device_limits)
@@ -785,22 +779,12 @@ TEST_F(q, srq_basic)
 /* the next async event within 1 s, for @qp only: its type, or -1 */
 static int qp_async_event(struct ibv_context *ctx, struct ibv_qp *qp)
 {
-	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
 	struct ibv_async_event ev;
-	int i, type;
+	int i;
 
-	for (i = 0; i < 10; i++) {
-		if (poll(&pfd, 1, 100) != 1)
-			continue;
-		if (ibv_get_async_event(ctx, &ev))
-			return -1;
-		type = ev.event_type;
-		if (ev.element.qp != qp)
-			type = -2;
-		ibv_ack_async_event(&ev);
-		if (type != -2)
-			return type;
-	}
+	for (i = 0; i < 10; i++)
+		if (!remu_next_async(ctx, 100, &ev) && ev.element.qp == qp)
+			return ev.event_type;
 	return -1;
 }
 
@@ -880,15 +864,11 @@ TEST_F(q, sq_drained_event)
 static int srq_async_event(struct ibv_context *ctx, struct ibv_srq *srq,
 			   int ms)
 {
-	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
 	struct ibv_async_event ev;
-	int type;
 
-	if (poll(&pfd, 1, ms) != 1 || ibv_get_async_event(ctx, &ev))
+	if (remu_next_async(ctx, ms, &ev))
 		return -1;
-	type = ev.element.srq == srq ? (int)ev.event_type : -2;
-	ibv_ack_async_event(&ev);
-	return type;
+	return ev.element.srq == srq ? (int)ev.event_type : -2;
 }
 
 /*

@@ -6,7 +6,7 @@
  * with the attributes each program chooses, one RC end (struct remu_end),
  * closing objects, waiting for one completion with a timeout, posting one
  * WR, comparing buffers, reading sysfs numbers and a port's hw_counters,
- * and waiting for the device's fatal event.
+ * and reading asynchronous events (the next one; the device's fatal event).
  *
  * Header-only (static inline) so that every program stays one .c file;
  * remu_test.h includes it.  No kselftest ASSERT/EXPECT in here: the tools
@@ -447,21 +447,33 @@ static inline long long remu_hw_counter(const char *dev, const char *name,
 }
 
 /*
+ * The next asynchronous event of @ctx, if one comes within @ms
+ * milliseconds, into @ev, already acknowledged (its type and element
+ * pointer stay readable): 0, or -1 if none came.
+ */
+static inline int remu_next_async(struct ibv_context *ctx, int ms,
+				  struct ibv_async_event *ev)
+{
+	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+
+	if (poll(&pfd, 1, ms) != 1 || ibv_get_async_event(ctx, ev))
+		return -1;
+	ibv_ack_async_event(ev);
+	return 0;
+}
+
+/*
  * Wait up to about @secs seconds for IBV_EVENT_DEVICE_FATAL on @ctx's
  * async queue, acking every event read: 0 once it came, -1 otherwise.
  */
 static inline int remu_wait_fatal(struct ibv_context *ctx, int secs)
 {
-	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
 	struct ibv_async_event ev;
 	int i;
 
 	for (i = 0; i < secs; i++) {
-		if (poll(&pfd, 1, 1000) != 1)
+		if (remu_next_async(ctx, 1000, &ev))
 			continue;
-		if (ibv_get_async_event(ctx, &ev))
-			return -1;
-		ibv_ack_async_event(&ev);
 		if (ev.event_type == IBV_EVENT_DEVICE_FATAL)
 			return 0;
 	}

@@ -12,6 +12,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/ktap.sh"
+. "$here/remu_lib.sh"
 py=("python3" "$here/remu_wire.py")
 
 ktap_header 32
@@ -23,12 +24,6 @@ ktap_header 32
 # counters of remu1, as "name value" lines
 stats() { rdma statistic show link remu1/1 | tr -s ' ' '\n' | tail -n +3 | paste -d' ' - -; }
 cnt() { stats | awk -v n="$1" '$1 == n { print $2 }'; }
-present() { [ -e "/sys/class/infiniband/$1" ]; }
-wait_gone() {
-	local i
-	for i in $(seq 50); do present "$1" || return 0; sleep 0.1; done
-	echo "$1 still present"; return 1
-}
 has4791() { # NETNS-or-"" FAMILY(4|6): is UDP 4791 bound there?
 	local ex=()
 	[ -n "$1" ] && ex=(ip netns exec "$1")
@@ -171,7 +166,7 @@ ns_socket_follows() {
 	ip netns exec wirens rdma link add remu2 type remu netdev wb || return 1
 	has4791 wirens 4 && has4791 wirens 6 || { echo "no 4791 with remu2"; return 1; }
 	ip netns exec wirens rdma link delete remu2 || return 1
-	wait_gone remu2 || return 1
+	remu_wait_gone remu2 || return 1
 	! has4791 wirens 4 && ! has4791 wirens 6 || { echo "4791 still open"; return 1; }
 	has4791 peer 4 || { echo "peer lost its socket"; return 1; }
 }
@@ -181,7 +176,7 @@ ns_dies_first() {
 	ip netns exec wirens rdma link add remu2 type remu netdev wb || return 1
 	grep -c "^netns" /sys/kernel/debug/remu/wire
 	ip netns del wirens || return 1
-	wait_gone remu2 || return 1
+	remu_wait_gone remu2 || return 1
 	for _ in $(seq 30); do
 		[ "$(grep -c "^netns" /sys/kernel/debug/remu/wire)" = 2 ] && return 0
 		sleep 0.1
@@ -196,7 +191,7 @@ ip link del wa 2>/dev/null
 # 5. upstream rxe in the initial namespace, remu1 in peer
 rxe_in() {
 	rdma link delete remu0 || return 1
-	wait_gone remu0 || return 1
+	remu_wait_gone remu0 || return 1
 	! has4791 "" 4 || { echo "init still has 4791 without remu0"; return 1; }
 	has4791 peer 4 || return 1
 	modprobe rdma_rxe || return 1
@@ -213,28 +208,17 @@ eaddrinuse() {
 		echo "remu7 created next to rxe's socket"; rdma link delete remu7; return 1
 	fi
 	echo "$out"
-	grep -qi "address already in use" <<<"$out" && ! present remu7 &&
+	grep -qi "address already in use" <<<"$out" && ! remu_present remu7 &&
 		dmesg | grep -q "UDP port 4791 is already in use in the network namespace of vt0"
 }
 ktap_check "rxe: remu device in init ns next to rdma_rxe fails with EADDRINUSE" eaddrinuse
 ip link del vt0
 
-# gid_index DEV GID: index of a RoCE v2 GID in DEV's table
-gid_index() {
-	local g i
-	for g in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		i=${g##*/}
-		[ "$(cat "$g" 2>/dev/null)" = "$2" ] || continue
-		[ "$(cat /sys/class/infiniband/"$1"/ports/1/gid_attrs/types/"$i" 2>/dev/null)" = "RoCE v2" ] || continue
-		echo "$i"; return 0
-	done
-	return 1
-}
 # from_rxe KIND SGID DGID MINPKTS: rxe0 sends, v1 in peer captures; remu1
 # must count exactly the captured packets as received, none as bad
 from_rxe() {
 	local kind=$1 sgid=$2 dgid=$3 min=$4 idx before cap pid n ok ops st=0
-	for _ in $(seq 50); do idx=$(gid_index rxe0 "$sgid") && break; sleep 0.1; done
+	for _ in $(seq 50); do idx=$(remu_gid_index rxe0 "$sgid") && break; sleep 0.1; done
 	[ -n "${idx:-}" ] || { echo "rxe0 has no RoCE v2 GID $sgid"; return 1; }
 	cap=$(mktemp -u)
 	timeout 120 ip netns exec peer "${py[@]}" capture v1 "$cap" &
@@ -264,7 +248,7 @@ ktap_check "rxe interop: RC WRITE/SEND+imm/READ/atomic requests and retries rece
 
 rxe_out() {
 	rdma link delete rxe0 || return 1
-	wait_gone rxe0 || return 1
+	remu_wait_gone rxe0 || return 1
 	modprobe -r rdma_rxe || return 1
 	rdma link add remu0 type remu netdev v0 || return 1
 	has4791 "" 4 && ibv_devinfo -d remu0 | grep -q PORT_ACTIVE

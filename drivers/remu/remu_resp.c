@@ -89,9 +89,16 @@ static void remu_resp_fatal(struct remu_qp *qp, u32 psn, u8 syn, bool event)
 			  IB_EVENT_QP_REQ_ERR : IB_EVENT_QP_FATAL);
 }
 
-/* No receive WQE for a SEND or WRITE_WITH_IMM on RC: ask for a retry. */
-static void remu_resp_rnr_nak(struct remu_qp *qp, u32 psn)
+/*
+ * No receive WQE for a SEND or WRITE_WITH_IMM: RC asks for a retry (RNR
+ * NAK); UC and UD drop the message, counted as out_of_buffer.
+ */
+static void remu_resp_no_recv(struct remu_qp *qp, u32 psn)
 {
+	if (qp->ib_qp.qp_type != IB_QPT_RC) {
+		remu_count(qp->rdev, REMU_CNT_OUT_OF_BUFFER);
+		return;
+	}
 	remu_count(qp->rdev, REMU_CNT_RCV_RNR);
 	remu_resp_ack(qp, psn, REMU_AETH_RNR_NAK |
 		      (qp->attr.min_rnr_timer & 0x1f), false, 0);
@@ -602,7 +609,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		if (remu_qp_is_gsi(qp) && cb->paylen > IB_MGMT_MAD_SIZE)
 			goto drop;
 		if (!remu_resp_get_rwqe(qp)) {
-			remu_count(qp->rdev, REMU_CNT_OUT_OF_BUFFER);
+			remu_resp_no_recv(qp, psn);
 			goto drop;
 		}
 		if (!remu_resp_send(qp, skb))
@@ -665,10 +672,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	if (info->flags & REMU_OP_SEND) {
 		if ((info->flags & REMU_OP_FIRST) &&
 		    !remu_resp_get_rwqe(qp)) {
-			if (rc)
-				remu_resp_rnr_nak(qp, psn);
-			else
-				remu_count(qp->rdev, REMU_CNT_OUT_OF_BUFFER);
+			remu_resp_no_recv(qp, psn);
 			goto drop;
 		}
 		err = remu_resp_send(qp, skb);
@@ -683,10 +687,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		e->in_send = !end;
 	} else if (info->flags & REMU_OP_WRITE) {
 		if ((info->flags & REMU_OP_IMM) && !remu_resp_get_rwqe(qp)) {
-			if (rc)
-				remu_resp_rnr_nak(qp, psn);
-			else
-				remu_count(qp->rdev, REMU_CNT_OUT_OF_BUFFER);
+			remu_resp_no_recv(qp, psn);
 			goto drop;
 		}
 		err = remu_resp_write(qp, skb);
