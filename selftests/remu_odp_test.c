@@ -320,12 +320,24 @@ static int side_qp(struct side *s)
 	return s->qp ? 0 : -1;
 }
 
+/*
+ * The responder serves a page fault while the request waits, and the
+ * requester's timer runs meanwhile.  With the usual timeout 14 and 7
+ * retries it gives up after 8 x 67 ms, which a fault on the debug kernel
+ * (KASAN, lockdep, under TCG) has once exceeded (a READ of an untouched
+ * implicit-MR page ended in RETRY_EXC_ERR).  ODP QPs here get timeout 17
+ * (537 ms; 4.3 s in all), as real ODP deployments use long timeouts.
+ * Nothing here waits for the timer: every error tested is a NAK.
+ */
+#define ODP_QP_TIMEOUT	17
+
 static int side_connect(struct side *s, struct side *peer)
 {
 	struct remu_conn_attr ra = REMU_RC_ATTR(0x321);
 	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
 				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
 
+	ra.timeout = ODP_QP_TIMEOUT;
 	return remu_qp_connect(s->qp, &ra, GID_INDEX, &d);
 }
 
@@ -1541,7 +1553,7 @@ static int xside_connect(struct xside *s, struct xside *peer,
 {
 	static const struct remu_conn_attr ra = {
 		.access = IBV_ACCESS_REMOTE_WRITE, .psn = 0x42, .rd_atomic = 1,
-		.min_rnr_timer = 1, .timeout = 14, .retry_cnt = 7,
+		.min_rnr_timer = 1, .timeout = ODP_QP_TIMEOUT, .retry_cnt = 7,
 		.rnr_retry = 7,
 	};
 	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
