@@ -96,34 +96,20 @@ static inline int remu_provider_loaded(void)
 #include "remu_verbs_lib.h"
 
 #ifdef __KSELFTEST_HARNESS_H
-#include <sys/utsname.h>
-
 /*
- * The harness gives every test 30 s.  The debug kernel (KASAN, lockdep,
- * kmemleak; scripts/debug-kernel) runs remu 5-20 times slower, more on a
- * slow CI host, so there each test's limit is multiplied: by
- * REMU_TIMEOUT_SCALE if set, else by 4 on a *-remu-debug kernel.  Runs
- * after the harness's constructors registered the tests.
+ * The harness gives every test 30 s.  REMU_TIMEOUT_SCALE=N multiplies
+ * each test's limit; scripts/check-debug sets 4, since the debug kernel
+ * (KASAN, lockdep, kmemleak) runs remu 5-20 times slower, more on a slow
+ * CI host.  Runs after the harness's constructors registered the tests.
  */
 static void __attribute__((constructor(KSELFTEST_PRIO_XFAIL + 1)))
 remu_scale_timeouts(void)
 {
-	static const char debug[] = "-remu-debug";
 	const char *env = getenv("REMU_TIMEOUT_SCALE");
+	int scale = env ? atoi(env) : 1;
 	struct __fixture_metadata *f;
 	struct __test_metadata *t;
-	struct utsname u;
-	size_t n;
-	int scale = 1;
 
-	if (env) {
-		scale = atoi(env);
-	} else if (!uname(&u)) {
-		n = strlen(u.release);
-		if (n > strlen(debug) &&
-		    !strcmp(u.release + n - strlen(debug), debug))
-			scale = 4;
-	}
 	if (scale <= 1)
 		return;
 	for (f = __fixture_list; f; f = f->next)
