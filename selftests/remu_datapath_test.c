@@ -935,7 +935,12 @@ TEST_F(dp, rnr_retry)
  * in remu_netem_test.sh, loss, reordering and duplicates on top: a lost
  * RNR NAK, a resend overtaken by a duplicate).  Every message must land
  * once, in order, byte for byte, and both sides complete in order.
+ * Whatever the speed of either side (a debug kernel under netem sends
+ * more slowly than the receiver posts), the receiver holds back at
+ * messages 0, 16 and 32, with every receive it posted used, until the
+ * sender counted a new RNR NAK: at least three, by construction.
  */
+#define RNR_HOLD	16
 #define RNR_MSGS	48
 #define RNR_SLOT	20480
 
@@ -949,7 +954,9 @@ TEST_F(dp, rnr_stream)
 	long rnr0 = hw_counter(variant->dev_a, "send_rnr_err");
 	unsigned int posted = 0, sent = 0, rposted = 0, rdone = 0, i;
 	double start = remu_now(), next_recv = start + 0.1;
+	long held = -1;		/* the count when the current hold began */
 	struct ibv_wc wc;
+	bool hold;
 
 	for (i = 0; i < RNR_MSGS; i++)
 		for (uint32_t j = 0; j < rnr_len(i); j++)
@@ -974,8 +981,29 @@ TEST_F(dp, rnr_stream)
 			ASSERT_EQ(0, post1(self->a.qp, &wr));
 			posted++;
 		}
-		/* the receiver: four more receives every 30 ms */
-		if (rposted < RNR_MSGS && remu_now() >= next_recv) {
+		/*
+		 * The receiver: at a hold point, with nothing posted, wait
+		 * for an RNR NAK counted after the hold began (the sender,
+		 * rnr_retry 7, keeps retrying the SEND).
+		 */
+		hold = false;
+		if (rposted < RNR_MSGS && rposted % RNR_HOLD == 0 &&
+		    rposted == rdone) {
+			long c = hw_counter(variant->dev_a, "send_rnr_err");
+
+			ASSERT_GE(c, 0);
+			if (held < 0)
+				held = c;
+			hold = c <= held;
+			if (hold) {
+				usleep(1000);
+			} else {
+				held = -1;
+				next_recv = 0;	/* post at once */
+			}
+		}
+		/* four more receives every 30 ms */
+		if (!hold && rposted < RNR_MSGS && remu_now() >= next_recv) {
 			/* (at most 16 outstanding: max_recv_wr) */
 			for (i = 0; i < 4 && rposted < RNR_MSGS &&
 				    rposted - rdone < 16; i++) {
@@ -1011,7 +1039,8 @@ TEST_F(dp, rnr_stream)
 		}
 	}
 	ASSERT_GE(rnr0, 0);
-	EXPECT_GT(hw_counter(variant->dev_a, "send_rnr_err"), rnr0);
+	EXPECT_GE(hw_counter(variant->dev_a, "send_rnr_err"),
+		  rnr0 + RNR_MSGS / RNR_HOLD);
 }
 
 /* RNR with rnr_retry 0 (the second QP pair): RNR_RETRY_EXC_ERR at once */

@@ -90,8 +90,14 @@ pt() {
 		ktap_pass "$where: $*"
 		grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+' "$cout" | sed 's/^/#   /'
 	else
-		echo "# server (exit $rs):"; tail -15 "$sout" | sed 's/^/#   /'
-		echo "# client (exit $rc):"; tail -15 "$cout" | sed 's/^/#   /'
+		# perftest's errors go to stderr, unbuffered, so above the
+		# tail of its buffered stdout: show them first
+		echo "# server (exit $rs):"
+		grep -iE 'error|fail|status|couldn' "$sout" | head -n 5 | sed 's/^/#   ! /'
+		tail -15 "$sout" | sed 's/^/#   /'
+		echo "# client (exit $rc):"
+		grep -iE 'error|fail|status|couldn' "$cout" | head -n 5 | sed 's/^/#   ! /'
+		tail -15 "$cout" | sed 's/^/#   /'
 		ktap_fail "$where: $*"
 	fi
 	rm -f "$sout" "$cout"

@@ -141,6 +141,7 @@ bool remu_obj_exit(void);
 extern const struct ib_device_ops remu_dev_ops;
 void remu_init_attr(struct remu_dev *rdev);
 enum ib_port_state remu_port_state(struct net_device *ndev);
+int remu_port_active_mtu(struct ib_device *ibdev);
 
 /* remu_qp.c */
 void remu_dev_queues_init(struct remu_dev *rdev);

@@ -26,7 +26,9 @@
  * work item (ib_drain_qp() waits for it).
  *
  * Locking:
- *   qp->mutex            modify_qp/query_qp: state changes and qp->attr
+ *   qp->mutex            modify_qp/query_qp: state changes and qp->attr;
+ *                        rdma_cm calls modify_qp under its own locks, so
+ *                        nothing under it may take rtnl_lock
  *   qp->sq.prod_lock     kernel consumers' posting to the SQ (irqsave)
  *   qp->rq.prod_lock     kernel consumers' posting to the RQ (irqsave)
  *   qp->sq.cons_lock     consumer side of the SQ ring (flush, engines)
@@ -311,7 +313,6 @@ int remu_check_av(struct rdma_ah_attr *ah)
 static int remu_qp_check_attr(struct remu_qp *qp, struct ib_qp_attr *a,
 			      int mask)
 {
-	struct ib_port_attr pa;
 	int err;
 
 	if ((mask & IB_QP_PORT) && a->port_num != 1)
@@ -327,10 +328,11 @@ static int remu_qp_check_attr(struct remu_qp *qp, struct ib_qp_attr *a,
 	if (mask & IB_QP_PATH_MTU) {
 		if (a->path_mtu < IB_MTU_256 || a->path_mtu > IB_MTU_4096)
 			return -EINVAL;
-		err = ib_query_port(&qp->rdev->ib_dev, 1, &pa);
-		if (err)
+		/* not ib_query_port(): it takes rtnl_lock (see there) */
+		err = remu_port_active_mtu(&qp->rdev->ib_dev);
+		if (err < 0)
 			return err;
-		if (a->path_mtu > pa.active_mtu)
+		if (a->path_mtu > err)
 			return -EINVAL;
 	}
 	if (mask & IB_QP_AV) {

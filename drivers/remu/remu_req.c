@@ -106,13 +106,16 @@ void remu_eng_reset(struct remu_qp *qp)
  */
 static void remu_eng_set_mtu(struct remu_qp *qp)
 {
-	struct ib_port_attr pa;
-	int mtu = -1;
+	int mtu = -1, m;
 
-	if (remu_qp_type(qp) != IB_QPT_UD)
+	if (remu_qp_type(qp) != IB_QPT_UD) {
 		mtu = ib_mtu_enum_to_int(qp->attr.path_mtu);
-	else if (!ib_query_port(&qp->rdev->ib_dev, 1, &pa))
-		mtu = ib_mtu_enum_to_int(pa.active_mtu);
+	} else {
+		/* under qp->mutex: not ib_query_port(), which takes rtnl */
+		m = remu_port_active_mtu(&qp->rdev->ib_dev);
+		if (m > 0)
+			mtu = ib_mtu_enum_to_int(m);
+	}
 	qp->eng.mtu = mtu > 0 ? mtu : 256;
 }
 

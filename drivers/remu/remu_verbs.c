@@ -109,6 +109,28 @@ static enum ib_mtu remu_mtu_for(unsigned int mtu)
 	return IB_MTU_256;
 }
 
+/**
+ * remu_port_active_mtu - the port's active MTU, from its netdev's MTU
+ * @ibdev: the device
+ *
+ * What remu_query_port() reports as active_mtu, without the rtnl_lock
+ * that ib_query_port() takes (ib_get_eth_speed()): modify_qp calls this
+ * under qp->mutex, which rdma_cm takes inside its own locks, and those
+ * nest inside rtnl_lock.
+ * Return: the IB_MTU_* value, or -ENODEV without a netdev.
+ */
+int remu_port_active_mtu(struct ib_device *ibdev)
+{
+	struct net_device *ndev = ib_device_get_netdev(ibdev, 1);
+	int mtu;
+
+	if (!ndev)
+		return -ENODEV;
+	mtu = remu_mtu_for(READ_ONCE(ndev->mtu));
+	dev_put(ndev);
+	return mtu;
+}
+
 static int remu_query_port(struct ib_device *ibdev, u32 port,
 			   struct ib_port_attr *attr)
 {
