@@ -106,17 +106,11 @@ void remu_eng_reset(struct remu_qp *qp)
  */
 static void remu_eng_set_mtu(struct remu_qp *qp)
 {
-	int mtu = -1, m;
+	/* under qp->mutex: not ib_query_port(), which takes rtnl */
+	int m = remu_qp_type(qp) != IB_QPT_UD ? qp->attr.path_mtu :
+		remu_port_active_mtu(&qp->rdev->ib_dev);
 
-	if (remu_qp_type(qp) != IB_QPT_UD) {
-		mtu = ib_mtu_enum_to_int(qp->attr.path_mtu);
-	} else {
-		/* under qp->mutex: not ib_query_port(), which takes rtnl */
-		m = remu_port_active_mtu(&qp->rdev->ib_dev);
-		if (m > 0)
-			mtu = ib_mtu_enum_to_int(m);
-	}
-	qp->eng.mtu = mtu > 0 ? mtu : 256;
+	qp->eng.mtu = m > 0 ? ib_mtu_enum_to_int(m) : 256;
 }
 
 /*
