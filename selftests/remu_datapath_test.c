@@ -955,6 +955,7 @@ TEST_F(dp, rnr_stream)
 	unsigned int posted = 0, sent = 0, rposted = 0, rdone = 0, i;
 	double start = remu_now(), next_recv = start + 0.1;
 	long held = -1;		/* the count when the current hold began */
+	unsigned int released = ~0u;	/* the hold point last let go */
 	struct ibv_wc wc;
 	bool hold;
 
@@ -988,17 +989,23 @@ TEST_F(dp, rnr_stream)
 		 */
 		hold = false;
 		if (rposted < RNR_MSGS && rposted % RNR_HOLD == 0 &&
-		    rposted == rdone) {
-			long c = hw_counter(variant->dev_a, "send_rnr_err");
+		    rposted != released) {
+			/* first every receive posted so far must be used */
+			hold = true;
+			if (rposted == rdone) {
+				long c = hw_counter(variant->dev_a,
+						    "send_rnr_err");
 
-			ASSERT_GE(c, 0);
-			if (held < 0)
-				held = c;
-			hold = c <= held;
+				ASSERT_GE(c, 0);
+				if (held < 0)
+					held = c;
+				hold = c <= held;
+			}
 			if (hold) {
 				usleep(1000);
 			} else {
 				held = -1;
+				released = rposted;
 				next_recv = 0;	/* post at once */
 			}
 		}
