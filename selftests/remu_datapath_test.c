@@ -1241,6 +1241,57 @@ TEST_F(dp, atomic_replay_after_reset)
 }
 
 /*
+ * Twelve 1 MiB READs, one at a time, on a QP with a short timeout (12:
+ * 16.8 ms; 14, 67 ms, with REMU_TIMEOUT_SCALE=4 on the debug kernel), each
+ * checked byte for byte; remu_netem_test.sh runs it under loss, where the
+ * requester asks for lost responses again and the responder replays them.
+ * A replay of a READ the requester already finished delays the next one:
+ * its responses restart the timer, so that wait is not taken for a loss.
+ * (On the debug kernel one 1 MiB READ takes longer than 67 ms, and
+ * ib_read_lat -s 1048576 in remu_perftest_test.sh ended with
+ * RETRY_EXC_ERR: the waiting READ was resent at every expiry and each
+ * resend queued one more 1 MiB replay in front of it.  This test did not
+ * fail that way on Debian's kernel, where READs are fast.)
+ */
+TEST_F(dp, read_1m_short_timeout)
+{
+	const char *env = getenv("REMU_TIMEOUT_SCALE");
+	long r0 = hw_counter(variant->dev_a, "completer_retry_err");
+	const uint32_t len = 1 << 20;
+	struct ibv_wc wc;
+	int i, st;
+
+	ASSERT_GE(r0, 0);
+	qp_timeout = env && atoi(env) >= 4 ? 14 : 12;
+	st = reconnect(&self->a, &self->b);
+	qp_timeout = 14;
+	ASSERT_EQ(0, st);
+	for (i = 0; i < 12; i++) {
+		struct ibv_sge sge = { (uintptr_t)self->a.buf + 8, len,
+				       self->a.mr->lkey };
+		struct ibv_send_wr wr = { .wr_id = 600 + i, .sg_list = &sge,
+					  .num_sge = 1,
+					  .opcode = IBV_WR_RDMA_READ,
+					  .send_flags = IBV_SEND_SIGNALED };
+
+		for (uint32_t j = 0; j < len; j++)
+			self->b.buf[j] = (uint8_t)(j * 7 + i * 29 + (j >> 10));
+		memset(self->a.buf, 0xee, BUF_SIZE);
+		wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+		wr.wr.rdma.rkey = self->b.mr->rkey;
+		ASSERT_EQ(0, post1(self->a.qp, &wr));
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc))
+			TH_LOG("READ %d: %s", i, ibv_wc_status_str(wc.status));
+		ASSERT_EQ(600 + i, wc.wr_id);
+		ASSERT_EQ(0, memcmp(self->a.buf + 8, self->b.buf, len))
+			TH_LOG("READ %d", i);
+		ASSERT_EQ(0xee, self->a.buf[7]);
+		ASSERT_EQ(0xee, self->a.buf[8 + len]);
+	}
+	TH_LOG("%ld timer expiries or requests for lost responses",
+	       hw_counter(variant->dev_a, "completer_retry_err") - r0);
+}
+/*
  * A QP pair used again after an error.  A WRITE to a bad rkey sends both
  * QPs to ERR (the requester with REM_ACCESS_ERR and the WQE after it
  * flushed, the responder as it NAKs); both go through RESET and are

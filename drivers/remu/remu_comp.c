@@ -24,8 +24,10 @@
  * anything else completes the WQE with its error status and moves the QP
  * to ERR (the rest is flushed).  The timer (the QP's timeout, at least
  * 10 ms; none when it is 0) goes back to una, or to the first missing
- * response of the oldest READ/atomic, retry_cnt times, and is restarted
- * only by progress, never by a stale or duplicate response.
+ * response of the oldest READ/atomic, retry_cnt times.  Progress restarts
+ * it and refills the retry counts; a READ response, even a stale one (a
+ * replay), only restarts it; a stale or duplicate ACK does neither.  An
+ * expiry that a restart overtook before the work item ran is ignored.
  *
  * Runs only in the QP's work item; SQ slots are consumed under
  * qp->sq.cons_lock, with the CQE written under it so completions stay in
@@ -458,8 +460,20 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	/* READ response or atomic ACK: implicitly ACKs what came before */
 	remu_comp_upto(qp, psn, false);
 	sw = remu_comp_find_rd(qp, psn, &idx);
-	if (!sw)
-		goto out;		/* stale */
+	if (!sw) {
+		/*
+		 * Stale: a READ the responder replays after this side had
+		 * all of it.  It answers in order, so what is outstanding
+		 * waits behind the replay: its responses restart the timer
+		 * (no retry count is refilled).  Otherwise a replay longer
+		 * than the timeout (1 MiB on a slow kernel) has the request
+		 * behind it time out again and again, and each resend queues
+		 * one more replay in front of it.
+		 */
+		if (!(info->flags & REMU_OP_ATOMIC))
+			remu_comp_arm(qp);
+		goto out;
+	}
 	w = remu_req_copy(qp, idx);
 	if (info->flags & REMU_OP_ATOMIC) {
 		struct remu_atmack *ack = remu_pkt_hdr_of(skb, info,
@@ -501,6 +515,9 @@ void remu_comp_timeout(struct remu_qp *qp)
 
 	if (READ_ONCE(qp->state) != IB_QPS_RTS &&
 	    READ_ONCE(qp->state) != IB_QPS_SQD)
+		return;
+	/* re-armed (progress, a response) after it expired: not a timeout */
+	if (timer_pending(&e->timer))
 		return;
 	if (e->rnr_wait) {
 		e->rnr_wait = false;
