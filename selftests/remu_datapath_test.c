@@ -1291,6 +1291,7 @@ TEST_F(dp, read_1m_short_timeout)
 	TH_LOG("%ld timer expiries or requests for lost responses",
 	       hw_counter(variant->dev_a, "completer_retry_err") - r0);
 }
+
 /*
  * A QP pair used again after an error.  A WRITE to a bad rkey sends both
  * QPs to ERR (the requester with REM_ACCESS_ERR and the WQE after it

@@ -463,14 +463,16 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	if (!sw) {
 		/*
 		 * Stale: a READ the responder replays after this side had
-		 * all of it.  It answers in order, so what is outstanding
-		 * waits behind the replay: its responses restart the timer
-		 * (no retry count is refilled).  Otherwise a replay longer
-		 * than the timeout (1 MiB on a slow kernel) has the request
-		 * behind it time out again and again, and each resend queues
-		 * one more replay in front of it.
+		 * all of it (a PSN already sent; one never sent is bogus).
+		 * It answers in order, so what is outstanding waits behind
+		 * the replay: its responses restart the timer (no retry
+		 * count is refilled).  Otherwise a replay longer than the
+		 * timeout (1 MiB on a slow kernel) has the request behind it
+		 * time out again and again, and each resend queues one more
+		 * replay in front of it.
 		 */
-		if (!(info->flags & REMU_OP_ATOMIC))
+		if (!(info->flags & REMU_OP_ATOMIC) &&
+		    remu_psn_before(psn, e->psn))
 			remu_comp_arm(qp);
 		goto out;
 	}
