@@ -669,6 +669,14 @@ void remu_req_run(struct remu_qp *qp)
 			   sw->sent + 1;
 		if (remu_psn_before(e->psn, sw->first_psn + sw->sent))
 			e->psn = (sw->first_psn + sw->sent) & REMU_PSN_MASK;
+		/*
+		 * Something is unacknowledged from the first packet on: the
+		 * window can stop a long WQE before its last packet, and if
+		 * what went out (or its ACKs) is lost, only the timer
+		 * recovers.  A running timer is left as it is.
+		 */
+		if (rc && !timer_pending(&e->timer))
+			remu_comp_arm(qp);
 		if (sw->sent < sw->npkts)
 			continue;
 		e->head++;
