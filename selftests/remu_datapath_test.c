@@ -1255,14 +1255,13 @@ TEST_F(dp, atomic_replay_after_reset)
  */
 TEST_F(dp, read_1m_short_timeout)
 {
-	const char *env = getenv("REMU_TIMEOUT_SCALE");
 	long r0 = hw_counter(variant->dev_a, "completer_retry_err");
 	const uint32_t len = 1 << 20;
 	struct ibv_wc wc;
 	int i, st;
 
 	ASSERT_GE(r0, 0);
-	qp_timeout = env && atoi(env) >= 4 ? 14 : 12;
+	qp_timeout = remu_timeout_scale() >= 4 ? 14 : 12;
 	st = reconnect(&self->a, &self->b);
 	qp_timeout = 14;
 	ASSERT_EQ(0, st);

@@ -95,6 +95,15 @@ static inline int remu_provider_loaded(void)
 
 #include "remu_verbs_lib.h"
 
+/* REMU_TIMEOUT_SCALE: 4 on the debug kernel (scripts/check-debug), else 1 */
+static inline int remu_timeout_scale(void)
+{
+	const char *env = getenv("REMU_TIMEOUT_SCALE");
+	int scale = env ? atoi(env) : 1;
+
+	return scale > 1 ? scale : 1;
+}
+
 #ifdef __KSELFTEST_HARNESS_H
 /*
  * The harness gives every test 30 s.  REMU_TIMEOUT_SCALE=N multiplies
@@ -105,8 +114,7 @@ static inline int remu_provider_loaded(void)
 static void __attribute__((constructor(KSELFTEST_PRIO_XFAIL + 1)))
 remu_scale_timeouts(void)
 {
-	const char *env = getenv("REMU_TIMEOUT_SCALE");
-	int scale = env ? atoi(env) : 1;
+	int scale = remu_timeout_scale();
 	struct __fixture_metadata *f;
 	struct __test_metadata *t;
 
