@@ -11,7 +11,10 @@
  * consumed) until the completer retires them; UC/UD WQEs retire as soon
  * as their last packet is sent.  RC sends stop at a window of
  * REMU_REQ_WINDOW unacknowledged packets and at max_rd_atomic
- * outstanding READs/atomics.  Going back (remu_req_go_back()) resends
+ * outstanding READs/atomics.  Every RC packet sent starts the retransmit
+ * timer if it is not running (remu_comp_arm(); the completer owns it), so
+ * a WQE the window stopped before its last packet is still covered.
+ * Going back (remu_req_go_back()) resends
  * from a PSN; a READ is resent for the responses it still lacks only
  * (from PSN first + rcvd, address and length moved to match), a finished
  * READ/atomic is skipped.  LOCAL_INV, (kernel QPs only) REG_MR and (user
