@@ -676,16 +676,15 @@ void remu_req_run(struct remu_qp *qp)
 		 * Something is unacknowledged from the first packet on: the
 		 * window can stop a long WQE before its last packet, and if
 		 * what went out (or its ACKs) is lost, only the timer
-		 * recovers.  A running timer is left as it is.
+		 * recovers.  A running timer is left as it is until the
+		 * WQE's last packet, which restarts it.
 		 */
-		if (rc && !timer_pending(&e->timer))
+		if (rc && (sw->sent == sw->npkts || !timer_pending(&e->timer)))
 			remu_comp_arm(qp);
 		if (sw->sent < sw->npkts)
 			continue;
 		e->head++;
-		if (rc)
-			remu_comp_arm(qp);
-		else
+		if (!rc)
 			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
 	}
 	if (budget <= 0)
