@@ -81,12 +81,9 @@ done
 ktap_header $((${#sel[@]} + 4))
 
 wait_gid() { # VAR DEV GID
-	local _i _x
-	for _i in $(seq 50); do
-		_x=$(remu_gid_index "$2" "$3") && { printf -v "$1" %s "$_x"; return 0; }
-		sleep 0.1
-	done
-	echo "$2 has no RoCE v2 GID $3"; return 1
+	local _x
+	_x=$(remu_wait_gid "$2" "$3" 2>&1) || { echo "$_x"; return 1; }
+	printf -v "$1" %s "$_x"
 }
 
 # counters of DEV (NETNS "" or peer) as "name value" lines, from rdma -j
@@ -103,10 +100,7 @@ for link in json.load(sys.stdin):
 
 RXE_IDX= REMU_IDX=
 setup() {
-	rdma link delete remu0 || return 1
-	remu_wait_gone remu0 || return 1
-	modprobe rdma_rxe || return 1
-	rdma link add rxe0 type rxe netdev v0 || return 1
+	remu_rxe_in || return 1
 	wait_gid RXE_IDX rxe0 "$GA" || return 1
 	wait_gid REMU_IDX remu1 "$GB" || return 1
 	echo "rxe0 GID index $RXE_IDX ($A), remu1 GID index $REMU_IDX ($B)"
@@ -275,15 +269,6 @@ for dir in rxe2remu remu2rxe; do
 	rm -f "$br" "$bm"
 done
 
-teardown() {
-	if remu_present rxe0; then
-		rdma link delete rxe0 || return 1
-		remu_wait_gone rxe0 || return 1
-	fi
-	modprobe -r rdma_rxe || return 1
-	remu_present remu0 || rdma link add remu0 type remu netdev v0 || return 1
-	ibv_devinfo -d remu0 | grep -q PORT_ACTIVE
-}
-ktap_check "teardown: rxe0 out, remu0 back on v0" teardown
+ktap_check "teardown: rxe0 out, remu0 back on v0" remu_rxe_out
 
 ktap_finished

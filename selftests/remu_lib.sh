@@ -88,6 +88,18 @@ remu_gid_index() {
 	return 1
 }
 
+# remu_wait_gid DEV GID: wait (up to 5 s) for the RoCE v2 GID GID in DEV's
+# table and print its index
+remu_wait_gid() {
+	local i
+	for i in $(seq 50); do
+		remu_gid_index "$1" "$2" && return 0
+		sleep 0.1
+	done
+	echo "$1 has no RoCE v2 GID $2" >&2
+	return 1
+}
+
 # remu_pair_report NAME T0 OK SCMD RS SOUT CCMD RC COUT: the KTAP line of
 # a server/client run started at $SECONDS T0 ("NAME (N s)" when OK is 1);
 # on failure each side's command, exit code and the tails of its output
@@ -105,4 +117,27 @@ remu_side_report() { # SIDE CMD EXIT FILE
 	echo "# $1: $2 (exit $3)"
 	tail -15 "$4" | sed 's/^/#   /'
 	tail -10 "$4.err" 2>/dev/null | sed 's/^/#   stderr: /'
+}
+
+# remu_rxe_in: replace remu0 on v0 (initial namespace) by upstream
+# soft-RoCE rxe0; both want UDP 4791 there.  remu1 stays in namespace
+# peer.  Undone by remu_rxe_out.
+remu_rxe_in() {
+	if remu_present remu0; then
+		rdma link delete remu0 || return 1
+		remu_wait_gone remu0 || return 1
+	fi
+	modprobe rdma_rxe || return 1
+	remu_present rxe0 || rdma link add rxe0 type rxe netdev v0
+}
+
+# remu_rxe_out: rxe0 and rdma_rxe gone, remu0 back on v0 and active
+remu_rxe_out() {
+	if remu_present rxe0; then
+		rdma link delete rxe0 || return 1
+		remu_wait_gone rxe0 || return 1
+	fi
+	modprobe -r rdma_rxe || return 1
+	remu_present remu0 || rdma link add remu0 type remu netdev v0 || return 1
+	ibv_devinfo -d remu0 | grep -q PORT_ACTIVE
 }

@@ -95,16 +95,23 @@ static inline int remu_port_gid(struct ibv_context *ctx, int gid_index,
 	return 0;
 }
 
-/* The index of port 1's IPv4-mapped GID (stored into @gid), or -1. */
+/*
+ * The index of port 1's IPv4-mapped RoCE v2 GID (stored into @gid), or
+ * -1.  (remu has only RoCE v2 GIDs; rxe lists a RoCE v1 one first.)
+ */
 static inline int remu_ipv4_gid(struct ibv_context *ctx, union ibv_gid *gid)
 {
 	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
+	struct ibv_gid_entry ent;
 	int i;
 
 	for (i = 0; i < 16; i++)
-		if (!ibv_query_gid(ctx, 1, i, gid) &&
-		    !memcmp(gid->raw, v4, sizeof(v4)))
+		if (!ibv_query_gid_ex(ctx, 1, i, &ent, 0) &&
+		    ent.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+		    !memcmp(ent.gid.raw, v4, sizeof(v4))) {
+			*gid = ent.gid;
 			return i;
+		}
 	return -1;
 }
 

@@ -189,8 +189,9 @@ static void remu_uninit_device(struct verbs_device *vdev)
  * remu is an out-of-tree driver, so it has no rdma_driver_id, and its
  * devices carry whatever name `rdma link add` gave them.  The kernel module
  * instead exposes <ibdev>/hca_type containing REMU_HCA_TYPE, and that is
- * what identifies a remu device here.  With no match_table, libibverbs calls
- * this for every device not yet claimed by a provider tried before us.
+ * what identifies a remu device here.  libibverbs calls this for every
+ * device not yet claimed by a provider tried before us, after the table
+ * below has matched nothing.
  */
 static bool remu_match_device(struct verbs_sysfs_dev *sysfs_dev)
 {
@@ -203,8 +204,20 @@ static bool remu_match_device(struct verbs_sysfs_dev *sysfs_dev)
 	return strcmp(hca_type, REMU_HCA_TYPE) == 0;
 }
 
+/*
+ * Nothing to match by id, name or modalias, but the table must exist:
+ * for a device that has a driver id (rxe, mlx5, ...), libibverbs (44 to
+ * 56 alike) first offers it to every loaded provider's table without
+ * checking that the provider has one, so a NULL table crashes every
+ * program on a machine with another vendor's device.
+ */
+static const struct verbs_match_ent remu_match_table[] = {
+	{},
+};
+
 static const struct verbs_device_ops remu_dev_ops = {
 	.name = "remu",
+	.match_table = remu_match_table,
 	.match_min_abi_version = REMU_ABI_VERSION,
 	.match_max_abi_version = REMU_ABI_VERSION,
 	.match_device = remu_match_device,
