@@ -10,7 +10,8 @@
  * tests is granted by a window.  Cases: device attributes and object
  * counts; type 1 bind (ibv_bind_mw), rebind (the tag bumps, the old rkey
  * fails), zero-length bind (unbinds); type 2B bind (IBV_WR_BIND_MW),
- * LOCAL_INV, SEND_WITH_INV, a second bind of a bound window refused, a
+ * LOCAL_INV, SEND_WITH_INV (refused when it arrives on another QP than
+ * the window's, which stays bound), a second bind of a bound window refused, a
  * zero-length type 2B bind refused; LOCAL_INV and SEND_WITH_INV refused
  * for a type 1 window; windows narrower than the MR in range (every edge)
  * and rights (READ, WRITE, ATOMIC each alone); binds refused with
@@ -525,6 +526,42 @@ TEST_F(mw, type2_send_with_inv)
 	EXPECT_EQ(0, memcmp(self->b.buf, self->a.buf + 2 * WIN_LEN, 64));
 	access_fails(_metadata, &self->a, &self->b, IBV_WR_RDMA_WRITE, k,
 		     self->win, 8);
+	EXPECT_EQ(0, ibv_dealloc_mw(mw));
+}
+
+/*
+ * type 2B: a window serves only the QP it was bound through, and only
+ * that QP's peer can invalidate it: a SEND_WITH_INV of its rkey arriving
+ * on another QP of the same PD fails there (the receive completes with
+ * REM_INV_REQ_ERR, the sender's WQE with an error) and leaves the window
+ * bound and working
+ */
+TEST_F(mw, type2_send_with_inv_other_qp)
+{
+	struct ibv_mw *mw = ibv_alloc_mw(self->b.pd, IBV_MW_TYPE_2);
+	struct ibv_sge rs = { (uintptr_t)self->b.buf, 64, self->b.mr->lkey };
+	struct ibv_sge ss = { (uintptr_t)self->a.buf + 2 * WIN_LEN, 64,
+			      self->a.mr->lkey };
+	struct ibv_send_wr swr = { .wr_id = 0x5f, .sg_list = &ss,
+				   .num_sge = 1,
+				   .opcode = IBV_WR_SEND_WITH_INV,
+				   .send_flags = IBV_SEND_SIGNALED }, *sbad;
+	struct ibv_wc wc;
+	uint32_t k;
+
+	ASSERT_NE(NULL, mw);
+	k = ibv_inc_rkey(mw->rkey);
+	ASSERT_EQ(IBV_WC_SUCCESS, bind2(self->b.qp, self->b.cq, mw, k,
+					self->b.mr, self->win, WIN_LEN,
+					RIGHTS));
+	ASSERT_EQ(0, remu_post_recv(self->b.qp2, 0x5e, &rs, 1));
+	swr.invalidate_rkey = k;
+	ASSERT_EQ(0, ibv_post_send(self->a.qp2, &swr, &sbad));
+	EXPECT_NE(IBV_WC_SUCCESS, poll_one(self->a.cq2, &wc));
+	EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR, poll_one(self->b.cq2, &wc));
+	EXPECT_EQ(0x5e, wc.wr_id);
+	/* still bound: its QP's peer reads and writes through it */
+	write_read_ok(_metadata, &self->a, &self->b, k, self->win, WIN_LEN, 9);
 	EXPECT_EQ(0, ibv_dealloc_mw(mw));
 }
 

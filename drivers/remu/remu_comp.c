@@ -303,6 +303,19 @@ static int remu_comp_read_resp(struct remu_qp *qp, u32 idx,
 	struct remu_send_wqe *w = remu_req_copy(qp, idx);
 	int err = 0;
 
+	/*
+	 * Response k carries exactly its share of the READ (every one but
+	 * the last a full MTU), and the READ's last one ends a response
+	 * (LAST or ONLY; an earlier one may too: the answer to a READ
+	 * asked again for a range ends where that range does).  Anything
+	 * else would leave a hole or spill past the WQE: dropped.
+	 */
+	if (cb->paylen != min_t(u64, e->mtu, sw->len - (u64)k * e->mtu) ||
+	    (k == sw->npkts - 1 &&
+	     !(remu_opcode[cb->opcode].flags & REMU_OP_LAST))) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_LEN);
+		return 0;
+	}
 	if (k < sw->rcvd)
 		return 0;		/* a duplicate */
 	if (k > sw->rcvd) {
@@ -441,6 +454,15 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 
 	if (qp->ib_qp.qp_type != IB_QPT_RC)
 		goto out;
+	/*
+	 * Nothing this QP sent is answered at or after sent_end: such an
+	 * ACK, NAK or response is forged or broken, and believing it would
+	 * complete WQEs whose data never left, or fail the QP.
+	 */
+	if (!remu_psn_before(psn, e->sent_end)) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_PSN);
+		goto out;
+	}
 	if (aeth && (syn & REMU_AETH_TYPE_MASK) != REMU_AETH_ACK) {
 		remu_comp_nak(qp, psn, syn);
 		goto out;

@@ -40,6 +40,13 @@ enum remu_counter {
 	REMU_CNT_INLINE_RECV,		/* receives delivered through the CQE */
 	REMU_CNT_OUT_OF_BUFFER,		/* UC/UD message dropped: no receive
 					 * WQE (mlx5's name; RC RNR NAKs) */
+	/* hostile or broken input the engines drop (docs/security.md) */
+	REMU_CNT_RCVD_BAD_PATH,		/* RC/UC packet whose IP addresses
+					 * are not the QP's path */
+	REMU_CNT_RCVD_BAD_RESP_PSN,	/* response for a PSN never sent */
+	REMU_CNT_RCVD_BAD_RESP_LEN,	/* READ response of the wrong length */
+	REMU_CNT_RCVD_STALE_DUP,	/* duplicate READ/atomic matching none
+					 * of the saved ones */
 	/* on-demand paging (remu_odp.c); names of the classic ODP counters */
 	REMU_CNT_ODP_PAGE_FAULTS,
 	REMU_CNT_ODP_PAGE_FAULT_PAGES,

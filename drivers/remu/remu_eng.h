@@ -115,14 +115,24 @@ struct remu_kreg {
 };
 
 /**
- * struct remu_atomic_res - an executed atomic, kept for a duplicate
- * @psn:	PSN of the atomic request
- * @valid:	the entry holds a result
- * @orig:	the original value it returned
+ * struct remu_rd_res - a READ or atomic the responder executed, kept so
+ *	that a duplicate of it is answered the way IBA asks (the responder
+ *	resources of IBA 9.7.5.1.3), and nothing else is
+ * @opcode:	the request's opcode; 0: the slot is free
+ * @psn:	its PSN (a READ's: that of its first response)
+ * @npkts:	PSNs it took: a READ's response count, else 1
+ * @rkey, @va, @len: READ: what it read (a duplicate may ask again for a
+ *		part, from one of its response PSNs on, never for more)
+ * @orig:	atomic: the original value it returned (a duplicate gets it
+ *		again: executing it twice would apply it twice)
  */
-struct remu_atomic_res {
+struct remu_rd_res {
+	u8 opcode;
 	u32 psn;
-	bool valid;
+	u32 npkts;
+	u32 rkey;
+	u32 len;
+	u64 va;
 	u64 orig;
 };
 
@@ -135,6 +145,9 @@ struct remu_atomic_res {
  * @kreg:	kernel QPs: the REG_MR record of each SQ slot; NULL for user QPs
  * @head:	ring index of the next WQE to send (or continue)
  * @psn:	next request PSN
+ * @sent_end:	RC: one past the last PSN a request used so far (a READ
+ *		uses one per response); a response for a PSN at or after
+ *		it answers nothing this QP sent and is dropped
  * @una:	oldest unacknowledged PSN (RC)
  * @rd_out:	outstanding READ/atomic WQEs
  * @rdmap:	out-of-order response maps of the outstanding READs
@@ -155,10 +168,9 @@ struct remu_atomic_res {
  * @rext:	inline receive: the completion being built (remu_resp.c)
  * @roff:	bytes placed into it
  * @wr_va, @wr_rkey, @wr_len, @wr_off: the RDMA WRITE in progress
- * @ares:	responder: the last REMU_MAX_RD_ATOMIC atomics' results, so a
- *		duplicate atomic is answered with its saved result, not
- *		executed again
- * @ares_next:	the @ares slot the next atomic's result goes into
+ * @res:	responder: the last max_dest_rd_atomic READs and atomics
+ *		(at least one), the only requests a duplicate may repeat
+ * @res_next:	the @res slot the next one goes into
  */
 struct remu_qp_eng {
 	struct sk_buff_head rxq;
@@ -169,6 +181,7 @@ struct remu_qp_eng {
 	struct remu_kreg *kreg;
 	u32 head;
 	u32 psn;
+	u32 sent_end;
 	u32 una;
 	u32 rd_out;
 	struct remu_rd_map rdmap[REMU_MAX_RD_ATOMIC];
@@ -195,8 +208,8 @@ struct remu_qp_eng {
 	u32 wr_rkey;
 	u32 wr_len;
 	u32 wr_off;
-	struct remu_atomic_res ares[REMU_MAX_RD_ATOMIC];
-	u32 ares_next;
+	struct remu_rd_res res[REMU_MAX_RD_ATOMIC];
+	u32 res_next;
 };
 
 /* extended header @h of a queued packet (skb->data at the BTH) */

@@ -504,8 +504,7 @@ struct ib_mr *remu_mr_publish(struct remu_mr *mr)
 			      GFP_KERNEL);
 	if (err < 0)
 		goto err_count;
-	mr->key = index << REMU_KEY_TAG_BITS |
-		  ((u32)atomic_inc_return(&t->next_tag) & REMU_KEY_TAG_MASK);
+	mr->key = remu_key_new(index);
 	mr->ib_mr.lkey = mr->key;
 	mr->ib_mr.rkey = mr->key;
 	err = xa_err(xa_store(&t->xa, index, mr, GFP_KERNEL));
@@ -729,9 +728,8 @@ void remu_mr_dev_init(struct remu_dev *rdev)
 	struct ib_device_attr *a = &rdev->attr;
 
 	xa_init_flags(&t->xa, XA_FLAGS_ALLOC1);
-	t->next_index = 1;
-	/* tags start at a random point so keys differ between devices */
-	atomic_set(&t->next_tag, get_random_u32());
+	/* keys differ between devices and module loads */
+	t->next_index = get_random_u32() % REMU_KEY_INDEX_MAX + 1;
 	atomic_set(&t->count, 0);
 	atomic64_set(&t->pages_pinned, 0);
 	spin_lock_init(&t->atomic_lock);

@@ -8,9 +8,12 @@
  * Keys.  lkey == rkey == index << 8 | tag, as on real IB NICs.  The index
  * (24 bits, never 0) names the MR in the per-device xarray and is handed out
  * cyclically, so a freed index is not reused soon and a stale key misses.
- * The tag (low 8 bits) comes from a per-device counter at registration and
- * is chosen by the consumer on each fast registration (ib_inc_rkey()).
- * A lookup matches all 32 bits.
+ * The tag (low 8 bits) is random at each registration (remu_key_new(),
+ * as rxe and real NICs vary it, so that a key is not the previous one
+ * plus one; the PD and the QP, not the key, are the protection) and is
+ * chosen by the consumer on each fast registration (ib_inc_rkey()).  The
+ * index cursor starts at a random point per device.  A lookup matches
+ * all 32 bits.
  *
  * How the engines use the layer (requester gather, responder scatter,
  * READ responses, atomics):
@@ -96,6 +99,7 @@
 #define REMU_MR_H
 
 #include <linux/completion.h>
+#include <linux/random.h>
 #include <linux/rcupdate.h>
 #include <linux/refcount.h>
 #include <linux/skbuff.h>
@@ -119,11 +123,17 @@ static inline u32 remu_key_index(u32 key)
 	return key >> REMU_KEY_TAG_BITS;
 }
 
+/* the key of a new MR or window at @index: a random tag */
+static inline u32 remu_key_new(u32 index)
+{
+	return index << REMU_KEY_TAG_BITS |
+	       (get_random_u32() & REMU_KEY_TAG_MASK);
+}
+
 /** struct remu_mr_table - per-device MR state, embedded in remu_dev */
 struct remu_mr_table {
 	struct xarray xa;	/* index -> struct remu_mr, XA_FLAGS_ALLOC1 */
 	u32 next_index;		/* xa_alloc_cyclic cursor (under xa_lock) */
-	atomic_t next_tag;	/* tag of the next registration */
 	atomic_t count;		/* live MRs, bounded by REMU_MAX_MR */
 	atomic64_t pages_pinned;
 	spinlock_t atomic_lock;	/* serialises remu_mr_atomic() */
@@ -536,13 +546,18 @@ int remu_mw_bind(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
  * remu_key_invalidate - IB_WR_LOCAL_INV or SEND_WITH_INV of @key
  * @rdev:	device
  * @pd:		PD of the QP carrying the invalidation
+ * @qpn:	SEND_WITH_INV: the QP it arrived on (a type 2B window serves,
+ *		and is invalidated through, only the QP it is bound to);
+ *		0 for LOCAL_INV, which any QP of the PD may post
  * @key:	the key (all 32 bits)
  *
  * A type 2B window is unbound; any other key goes to remu_mr_invalidate().
  * Return: 0; as remu_mr_invalidate(), and for a window -EINVAL (another
- * key), -EPERM (another PD), -EACCES (a type 1 window).
+ * key), -EPERM (another PD or, with @qpn, another QP), -EACCES (a type 1
+ * window).
  */
-int remu_key_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key);
+int remu_key_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
+			u32 key);
 
 int remu_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
 int remu_dealloc_mw(struct ib_mw *ibmw);

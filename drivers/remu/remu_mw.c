@@ -14,8 +14,8 @@
  *
  * Keys: a window's index is reserved in the MR xarray (a NULL entry, so
  * remu_mr_lookup() misses it and no MR can take it) and the window is
- * stored at the same index in mrs.mw_xa.  The tag starts from the
- * per-device counter; each bind installs the key the WQE carries (type 1:
+ * stored at the same index in mrs.mw_xa.  The tag is random at
+ * allocation (remu_key_new()); each bind installs the key the WQE carries (type 1:
  * libremu's ibv_inc_rkey() of the old one; type 2B: the consumer's).
  *
  * Locking:
@@ -236,7 +236,8 @@ out:
 	return err;
 }
 
-int remu_key_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key)
+int remu_key_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
+			u32 key)
 {
 	struct remu_window *win;
 	struct remu_mr *drop = NULL;
@@ -251,7 +252,7 @@ int remu_key_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key)
 	spin_lock(&win->lock);
 	if (win->dead || win->key != key)
 		err = -EINVAL;
-	else if (win->pd != pd)
+	else if (win->pd != pd || (qpn && win->mr && win->qpn != qpn))
 		err = -EPERM;
 	else if (win->type != IB_MW_TYPE_2)
 		err = -EACCES;	/* type 1 windows are unbound by a bind */
@@ -304,8 +305,7 @@ int remu_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 	if (err < 0)
 		goto err_free;
 	win->index = index;
-	win->key = index << REMU_KEY_TAG_BITS |
-		   ((u32)atomic_inc_return(&t->next_tag) & REMU_KEY_TAG_MASK);
+	win->key = remu_key_new(index);
 	err = xa_err(xa_store(&t->mw_xa, index, win, GFP_KERNEL));
 	if (err)
 		goto err_index;

@@ -389,6 +389,11 @@ static void remu_qp_store_attr(struct remu_qp *qp, struct ib_qp_attr *a,
 	if (mask & IB_QP_AV) {
 		s->ah_attr = a->ah_attr;
 		s->ah_attr.grh.sgid_attr = NULL;
+		/* remu_check_av() made sure of a RoCEv2 source GID */
+		memcpy(&qp->path_src, a->ah_attr.grh.sgid_attr->gid.raw,
+		       sizeof(qp->path_src));
+		memcpy(&qp->path_dst, a->ah_attr.grh.dgid.raw,
+		       sizeof(qp->path_dst));
 	}
 	if (mask & IB_QP_TIMEOUT)
 		s->timeout = a->timeout;
@@ -545,7 +550,8 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 
 	if (mask & IB_QP_STATE) {
 		qp->attr.qp_state = next;
-		WRITE_ONCE(qp->state, next);
+		/* the path above is visible to remu_rcv() with the state */
+		smp_store_release(&qp->state, next);
 		remu_eng_modify(qp, cur, next);
 		switch (next) {
 		case IB_QPS_RESET:

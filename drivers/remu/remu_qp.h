@@ -88,6 +88,10 @@ struct remu_srq {
  * @is_user:	rings are mapped by a process
  * @last_wqe:	IB_EVENT_QP_LAST_WQE_REACHED was raised since the QP last
  *		entered ERR (QPs on an SRQ; under @mutex)
+ * @path_src, @path_dst: RC/UC: the source and destination GIDs of the
+ *		primary path (IPv4 as ::ffff:a.b.c.d), set with the AV under
+ *		@mutex before @state is published; the receive path drops a
+ *		packet whose IP addresses are not @path_dst -> @path_src
  * @send_work:	runs remu_qp_send_work() on remu_wq: the doorbell, and
  *		the engines' work item (remu_eng_run())
  * @eng:	the engines' state (remu_eng.h), owned by @send_work
@@ -109,6 +113,8 @@ struct remu_qp {
 	bool sq_sig_all;
 	bool is_user;
 	bool last_wqe;
+	struct in6_addr path_src;
+	struct in6_addr path_dst;
 	struct work_struct send_work;
 	struct remu_qp_eng eng;
 };

@@ -10,15 +10,24 @@
  * Owns only the hand-off: find the QP by the BTH destination QPN
  * (remu_qp_get()), drop the packet (counted in rcvd_no_qp) if there is
  * none, it is of another transport, or it is not in a state that
- * receives; otherwise queue the skb on the QP's bounded list
- * (qp->eng.rxq) and queue the QP's work item, where the completer and
- * responder process it (remu_req.c, remu_resp.c, remu_comp.c).
+ * receives; drop an RC or UC packet that does not come from the QP's
+ * peer to the QP's own address (its IP source and destination must be
+ * the path's destination and source GIDs, as on rxe; counted in
+ * rcvd_bad_path), so that a host that learns a QPN and an rkey cannot
+ * write into the QP's memory or send into it; otherwise queue the skb
+ * on the QP's bounded list (qp->eng.rxq) and queue the QP's work item,
+ * where the completer and responder process it (remu_req.c,
+ * remu_resp.c, remu_comp.c).
  *
  * Context of remu_rcv(): softirq, under rcu_read_lock, with a reference
  * on the device held for the call; it must not sleep and owns the skb.
  * The QP reference taken here is dropped before returning: destroy_qp
  * waits for it, then cancels the work and purges the list.
  */
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <net/ipv6.h>
+
 #include "remu_qp.h"
 #include "remu_net.h"
 
@@ -36,6 +45,24 @@ static bool remu_rcv_type_ok(struct remu_qp *qp, u8 transport)
 	}
 }
 
+/* an RC/UC packet travels from the QP's path destination to its source */
+static bool remu_rcv_path_ok(struct remu_qp *qp, struct sk_buff *skb)
+{
+	struct in6_addr src, dst;
+
+	if (remu_qp_type(qp) == IB_QPT_UD)
+		return true;
+	if (ip_hdr(skb)->version == 4) {
+		ipv6_addr_set_v4mapped(ip_hdr(skb)->saddr, &src);
+		ipv6_addr_set_v4mapped(ip_hdr(skb)->daddr, &dst);
+	} else {
+		src = ipv6_hdr(skb)->saddr;
+		dst = ipv6_hdr(skb)->daddr;
+	}
+	return ipv6_addr_equal(&src, &qp->path_dst) &&
+	       ipv6_addr_equal(&dst, &qp->path_src);
+}
+
 void remu_rcv(struct remu_dev *rdev, struct sk_buff *skb,
 	      struct remu_pkt *pkt)
 {
@@ -49,12 +76,18 @@ void remu_rcv(struct remu_dev *rdev, struct sk_buff *skb,
 		kfree_skb(skb);
 		return;
 	}
-	s = READ_ONCE(qp->state);
+	/* pairs with modify_qp's release: the path is set before RTR */
+	s = smp_load_acquire(&qp->state);
 	if (!remu_rcv_type_ok(qp, pkt->info->transport) ||
 	    (s != IB_QPS_RTR && s != IB_QPS_RTS && s != IB_QPS_SQD) ||
 	    ((pkt->info->flags & REMU_OP_RESP) && s == IB_QPS_RTR) ||
 	    skb_queue_len(&qp->eng.rxq) >= REMU_RXQ_MAX) {
 		remu_count(rdev, REMU_CNT_RCVD_NO_QP);
+		kfree_skb(skb);
+		goto out;
+	}
+	if (!remu_rcv_path_ok(qp, skb)) {
+		remu_count(rdev, REMU_CNT_RCVD_BAD_PATH);
 		kfree_skb(skb);
 		goto out;
 	}

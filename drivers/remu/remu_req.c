@@ -133,14 +133,15 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 		e->rpsn = qp->attr.rq_psn;
 		e->msn = 0;
 		e->comm_est = false;
-		memset(e->ares, 0, sizeof(e->ares));
-		e->ares_next = 0;
+		memset(e->res, 0, sizeof(e->res));
+		e->res_next = 0;
 		remu_eng_set_mtu(qp);
 		break;
 	case IB_QPS_RTS:
 		remu_eng_set_mtu(qp);
 		if (cur == IB_QPS_RTR) {
 			e->psn = qp->attr.sq_psn;
+			e->sent_end = e->psn;
 			e->una = e->psn;
 			e->head = qp->sq.ring.cons;
 		}
@@ -439,6 +440,10 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 	     w->opcode == IB_UVERBS_WR_SEND_WITH_INV))
 		remu_count(rdev, REMU_CNT_RDMA_SEND);
 	remu_net_xmit(rdev, av, skb);	/* a lost packet is retransmitted */
+	/* responses may now come up to here (READ: one per response) */
+	psn = rd ? sw->first_psn + sw->npkts : psn + 1;
+	if (remu_psn_before(qp->eng.sent_end, psn))
+		qp->eng.sent_end = psn & REMU_PSN_MASK;
 	return 0;
 }
 
@@ -483,7 +488,7 @@ static int remu_req_local(struct remu_qp *qp, u32 idx,
 	const struct remu_kreg *r;
 
 	if (w->opcode == IB_UVERBS_WR_LOCAL_INV)
-		return remu_key_invalidate(qp->rdev, pd, w->ex_data);
+		return remu_key_invalidate(qp->rdev, pd, 0, w->ex_data);
 	if (w->opcode == IB_UVERBS_WR_BIND_MW)
 		return remu_req_bind(qp, w);
 	r = &qp->eng.kreg[idx & qp->sq.ring.mask];

@@ -332,6 +332,7 @@ static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
 
 		if (ieth && remu_key_invalidate(qp->rdev,
 						to_remu_pd(qp->ib_qp.pd),
+						qp->ib_qp.qp_num,
 						remu_ieth_rkey(ieth))) {
 			remu_resp_complete(qp, skb, IB_WC_REM_INV_REQ_ERR,
 					   IB_WC_RECV, e->roff);
@@ -426,19 +427,16 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 }
 
 /*
- * Execute a READ request with PSN @psn: send the response packets.
- * Return 0, or the NAK syndrome with *@nak_psn the PSN to NAK: the
- * request's, or, when memory fails midway (an ODP page gone), that of
- * the first response not sent, so the requester, which has taken the
- * ones before it, does not see the NAK as stale.
+ * Execute a READ of @len bytes at @va (@rkey) whose first response has
+ * PSN @psn: send the response packets.  Return 0, or the NAK syndrome
+ * with *@nak_psn the PSN to NAK: @psn, or, when memory fails midway (an
+ * ODP page gone), that of the first response not sent, so the requester,
+ * which has taken the ones before it, does not see the NAK as stale.
  */
-static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn,
-			 u32 *nak_psn)
+static u8 remu_resp_read(struct remu_qp *qp, u32 psn, u64 va, u32 rkey,
+			 u32 len, u32 *nak_psn)
 {
-	const struct remu_opcode_info *info = &remu_opcode[remu_cb(skb)->opcode];
-	struct remu_reth *reth = remu_pkt_hdr_of(skb, info, REMU_HDR_RETH);
-	u64 va = remu_reth_va(reth);
-	u32 len = remu_reth_len(reth), mtu = qp->eng.mtu, n, i, off = 0;
+	u32 mtu = qp->eng.mtu, n, i, off = 0;
 	struct remu_rkey rk = {};
 	struct remu_av av;
 	u8 syn = 0;
@@ -448,8 +446,8 @@ static u8 remu_resp_read(struct remu_qp *qp, struct sk_buff *skb, u32 psn,
 	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_READ))
 		return REMU_AETH_NAK_REM_ACC_ERR;
 	/* one descriptor for the whole READ: it keeps the memory registered */
-	if (len && remu_resp_rkey(qp, remu_reth_rkey(reth), va, len,
-				  IB_ACCESS_REMOTE_READ, &rk))
+	if (len && remu_resp_rkey(qp, rkey, va, len, IB_ACCESS_REMOTE_READ,
+				  &rk))
 		return REMU_AETH_NAK_REM_ACC_ERR;
 	if (remu_req_av(qp, &av)) {
 		if (rk.mr)
@@ -530,37 +528,77 @@ static u8 remu_resp_atomic(struct remu_qp *qp, struct sk_buff *skb, u64 *orig)
 	return err ? REMU_AETH_NAK_REM_ACC_ERR : 0;
 }
 
-/* keep the result of the atomic with PSN @psn for a duplicate of it */
-static void remu_resp_save_atomic(struct remu_qp *qp, u32 psn, u64 orig)
+/*
+ * Keep the READ or atomic request @r in the next responder resource: the
+ * last max_dest_rd_atomic of them are all a requester may still be
+ * waiting for, so they are the only ones a duplicate may repeat.
+ */
+static void remu_resp_save_res(struct remu_qp *qp,
+			       const struct remu_rd_res *r)
 {
 	struct remu_qp_eng *e = &qp->eng;
-	struct remu_atomic_res *r = &e->ares[e->ares_next];
+	u32 n = clamp_t(u32, qp->attr.max_dest_rd_atomic, 1,
+			REMU_MAX_RD_ATOMIC);
 
-	r->psn = psn;
-	r->orig = orig;
-	r->valid = true;
-	e->ares_next = (e->ares_next + 1) % REMU_MAX_RD_ATOMIC;
+	e->res[e->res_next % n] = *r;
+	e->res_next = (e->res_next + 1) % n;
 }
 
-/*
- * A duplicate atomic (its ACK was lost, or the request was duplicated):
- * answer again with the saved result; executing it again would apply the
- * operation twice.  One too old to be saved can no longer be outstanding
- * at the requester (at most REMU_MAX_RD_ATOMIC are) and is dropped.
- */
-static void remu_resp_dup_atomic(struct remu_qp *qp, u32 psn)
+/* the saved READ or atomic whose PSNs include @psn, or NULL */
+static struct remu_rd_res *remu_resp_find_res(struct remu_qp *qp, u32 psn)
 {
 	struct remu_qp_eng *e = &qp->eng;
 	unsigned int i;
 
 	for (i = 0; i < REMU_MAX_RD_ATOMIC; i++) {
-		if (e->ares[i].valid && e->ares[i].psn == psn) {
-			remu_resp_ack(qp, psn, REMU_AETH_ACK |
-				      REMU_AETH_CREDIT_INVALID, true,
-				      e->ares[i].orig);
+		struct remu_rd_res *r = &e->res[i];
+		s32 k = remu_psn_diff(psn, r->psn);
+
+		if (r->opcode && k >= 0 && k < r->npkts)
+			return r;
+	}
+	return NULL;
+}
+
+/*
+ * A duplicate READ or atomic (its responses were lost, or the request was
+ * duplicated).  An atomic is answered again with its saved result.  A
+ * READ is executed again from the response PSN it names, for at most the
+ * rest of what the saved one read (a requester that lost some responses
+ * asks again for those, with address and length moved to match).  One
+ * that matches no saved request (too old, or never made) is dropped and
+ * counted: replaying whatever a packet asks for would let one small
+ * packet make the responder stream gigabytes.
+ */
+static void remu_resp_dup_rd(struct remu_qp *qp, struct sk_buff *skb,
+			     u32 psn)
+{
+	u8 opcode = remu_cb(skb)->opcode;
+	const struct remu_opcode_info *info = &remu_opcode[opcode];
+	struct remu_rd_res *r = remu_resp_find_res(qp, psn);
+	struct remu_reth *reth;
+	u64 off;
+	u32 nak_psn;
+
+	if (r && (info->flags & REMU_OP_ATOMIC) && r->opcode == opcode &&
+	    r->psn == psn) {
+		remu_resp_ack(qp, psn, REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
+			      true, r->orig);
+		return;
+	}
+	if (r && (info->flags & REMU_OP_READ) && r->opcode == opcode) {
+		reth = remu_pkt_hdr_of(skb, info, REMU_HDR_RETH);
+		off = (u64)remu_psn_diff(psn, r->psn) * qp->eng.mtu;
+		if (remu_reth_rkey(reth) == r->rkey &&
+		    remu_reth_va(reth) == r->va + off && off <= r->len &&
+		    remu_reth_len(reth) <= r->len - off) {
+			/* an error now NAKs nothing: the requester retries */
+			remu_resp_read(qp, psn, remu_reth_va(reth), r->rkey,
+				       remu_reth_len(reth), &nak_psn);
 			return;
 		}
 	}
+	remu_count(qp->rdev, REMU_CNT_RCVD_STALE_DUP);
 }
 
 /* the opcode continues the message in progress, or starts one */
@@ -621,10 +659,8 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	d = remu_psn_diff(psn, e->rpsn);
 	if (rc && d < 0) {
 		remu_count(qp->rdev, REMU_CNT_DUP_REQ);
-		if (info->flags & REMU_OP_READ)
-			remu_resp_read(qp, skb, psn, &nak_psn);
-		else if (info->flags & REMU_OP_ATOMIC)
-			remu_resp_dup_atomic(qp, psn);
+		if (info->flags & (REMU_OP_READ | REMU_OP_ATOMIC))
+			remu_resp_dup_rd(qp, skb, psn);
 		else if (remu_bth_ack_req(bth))
 			remu_resp_ack(qp, (e->rpsn - 1) & REMU_PSN_MASK,
 				      REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
@@ -712,18 +748,33 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	} else if (info->flags & REMU_OP_READ) {
 		struct remu_reth *reth = remu_pkt_hdr_of(skb, info,
 							 REMU_HDR_RETH);
-		u32 n = max_t(u32, 1, DIV_ROUND_UP(remu_reth_len(reth),
-						   e->mtu));
+		struct remu_rd_res r = {
+			.opcode = cb->opcode, .psn = psn,
+			.rkey = remu_reth_rkey(reth), .va = remu_reth_va(reth),
+			.len = remu_reth_len(reth),
+		};
 
-		syn = remu_resp_read(qp, skb, psn, &nak_psn);
+		/* no message is longer than max_msg_sz */
+		if (r.len > REMU_MAX_MSG_SZ) {
+			remu_resp_fatal(qp, psn, REMU_AETH_NAK_INVALID_REQ,
+					true);
+			goto drop;
+		}
+		r.npkts = max_t(u32, 1, DIV_ROUND_UP(r.len, e->mtu));
+		syn = remu_resp_read(qp, psn, r.va, r.rkey, r.len, &nak_psn);
 		if (syn) {
 			remu_resp_fatal(qp, nak_psn, syn, true);
 			goto drop;
 		}
+		remu_resp_save_res(qp, &r);
 		e->msn++;
-		e->rpsn = (psn + n) & REMU_PSN_MASK;
+		e->rpsn = (psn + r.npkts) & REMU_PSN_MASK;
 		goto drop;
 	} else if (info->flags & REMU_OP_ATOMIC) {
+		struct remu_rd_res r = {
+			.opcode = cb->opcode, .psn = psn, .npkts = 1,
+		};
+
 		syn = remu_resp_atomic(qp, skb, &orig);
 		if (syn) {
 			remu_resp_fatal(qp, psn, syn, true);
@@ -731,9 +782,14 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		}
 		e->msn++;
 		e->rpsn = (psn + 1) & REMU_PSN_MASK;
-		remu_resp_save_atomic(qp, psn, orig);
+		r.orig = orig;
+		remu_resp_save_res(qp, &r);
 		remu_resp_ack(qp, psn, REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
 			      true, orig);
+		goto drop;
+	} else {
+		/* FLUSH, ATOMIC_WRITE: not executed, so never acknowledged */
+		remu_resp_fatal(qp, psn, REMU_AETH_NAK_INVALID_REQ, true);
 		goto drop;
 	}
 	if (end)

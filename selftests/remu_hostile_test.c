@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_hostile_test - forged RoCEv2 packets against live QPs
+ * (docs/security.md).  remu0 (init namespace, 10.77.0.1) and remu1
+ * (namespace peer, 10.77.0.2) hold real QPs; remu_forge.h sends packets
+ * that pass the wire layer (good ICRC, valid headers) from three places:
+ *   third    10.77.0.9, an extra address on v0: a host that is not the
+ *            QP's peer
+ *   as_b     10.77.0.2 in peer: remu1's address, to remu0
+ *   as_a     10.77.0.1 in init: remu0's address, to remu1
+ * Each case checks that the packet changes nothing it must not (memory,
+ * completions, QP state), that the counter naming the reason moved, and,
+ * as a control, that the same packet from the right place with the right
+ * fields does take effect, so the drop is the check's doing.
+ *
+ * A QP "facing a ghost" is connected to a made-up QPN at the other
+ * device's address: nothing answers it, so its requests stay outstanding
+ * (timeout 18, about 1 s, several retries) and the forger plays the
+ * responder; or the forger plays the requester and the ghost's side
+ * receives the responses (counted as rcvd_no_qp there).
+ */
+#include <errno.h>
+#include <stdint.h>
+
+#include "kselftest_harness.h"
+#include "remu_test.h"
+#include "remu_forge.h"
+
+#define BUF_SIZE	(1 << 20)
+#define MTU		1024
+#define GHOST_QPN	0xabcde
+#define THIRD_ADDR	"10.77.0.9"
+#define PSN_A		0x1000
+#define PSN_B		0x2000
+
+struct side {
+	const char *dev;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_mr *mr;
+	uint8_t *buf;
+	union ibv_gid gid;
+	int gidx;
+};
+
+static int side_open(struct side *s, const char *dev)
+{
+	s->dev = dev;
+	s->ctx = remu_open(dev);
+	s->gidx = s->ctx ? remu_ipv4_gid(s->ctx, &s->gid) : -1;
+	s->pd = s->gidx >= 0 ? ibv_alloc_pd(s->ctx) : NULL;
+	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
+	s->buf = aligned_alloc(4096, BUF_SIZE);
+	if (!s->cq || !s->buf)
+		return -1;
+	memset(s->buf, 0x5a, BUF_SIZE);
+	s->mr = ibv_reg_mr(s->pd, s->buf, BUF_SIZE,
+			   IBV_ACCESS_LOCAL_WRITE | REMU_ACCESS_REMOTE_ALL);
+	return s->mr ? 0 : -1;
+}
+
+static void side_close(struct side *s)
+{
+	remu_close_objs(NULL, NULL, s->mr, s->cq, s->pd, s->ctx);
+	free(s->buf);
+}
+
+/* a new RC or UC QP of @s */
+static struct ibv_qp *qp_new(struct side *s, enum ibv_qp_type type)
+{
+	static const struct ibv_qp_cap cap = {
+		.max_send_wr = 16, .max_recv_wr = 16,
+		.max_send_sge = 1, .max_recv_sge = 1,
+	};
+
+	return remu_create_qp(s->pd, s->cq, type, &cap);
+}
+
+/* connect @qp of @s towards @qpn at @peer's address, SQ/RQ PSN @psn */
+static int qp_conn(struct ibv_qp *qp, struct side *s, uint32_t qpn,
+		   struct side *peer, uint32_t psn)
+{
+	struct remu_conn_attr ra = REMU_RC_ATTR(psn);
+	struct remu_conn_dest d = { .qpn = qpn, .gid = peer->gid,
+				    .mtu = IBV_MTU_1024 };
+
+	ra.timeout = 18;	/* ~1 s: a ghost's WQEs stay outstanding */
+	return remu_qp_connect(qp, &ra, s->gidx, &d);
+}
+
+/* a new RC or UC QP of @s connected towards @qpn at @peer's address */
+static struct ibv_qp *qp_towards(struct side *s, enum ibv_qp_type type,
+				 uint32_t qpn, struct side *peer, uint32_t psn)
+{
+	struct ibv_qp *qp = qp_new(s, type);
+
+	if (qp && qp_conn(qp, s, qpn, peer, psn)) {
+		ibv_destroy_qp(qp);
+		qp = NULL;
+	}
+	return qp;
+}
+
+/* wait up to 2 s for @dev's counter @name to reach @want; its value */
+static long long counter_reaches(const char *dev, const char *name,
+				 long long want)
+{
+	long long v = -1;
+	int i;
+
+	for (i = 0; i < 50; i++) {
+		v = remu_hw_counter(dev, name, true);
+		if (v >= want)
+			break;
+		usleep(20000);
+	}
+	return v;
+}
+
+/* nothing on @cq within 0.3 s */
+static int cq_stays_empty(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+
+	return remu_poll_one(cq, &wc, 0.3) == -1 ? 0 : -1;
+}
+
+FIXTURE(hostile)
+{
+	struct side a, b;
+	struct remu_forge third, as_a, as_b;
+};
+
+FIXTURE_SETUP(hostile)
+{
+	memset(self, 0, sizeof(*self));
+	self->third.fd = self->as_a.fd = self->as_b.fd = -1;
+	ASSERT_EQ(0, side_open(&self->a, "remu0"));
+	ASSERT_EQ(0, side_open(&self->b, "remu1"));
+	remu_sh("ip addr add " THIRD_ADDR "/24 dev v0 2>/dev/null");
+	ASSERT_EQ(0, remu_forge_open(&self->third, NULL, THIRD_ADDR,
+				     "10.77.0.2"));
+	ASSERT_EQ(0, remu_forge_open(&self->as_a, NULL, "10.77.0.1",
+				     "10.77.0.2"));
+	ASSERT_EQ(0, remu_forge_open(&self->as_b, "peer", "10.77.0.2",
+				     "10.77.0.1"));
+}
+
+FIXTURE_TEARDOWN(hostile)
+{
+	remu_forge_close(&self->third);
+	remu_forge_close(&self->as_a);
+	remu_forge_close(&self->as_b);
+	remu_sh("ip addr del " THIRD_ADDR "/24 dev v0 2>/dev/null");
+	side_close(&self->a);
+	side_close(&self->b);
+}
+
+/*
+ * UC SEND into remu1's QP from a third address: dropped (rcvd_bad_path),
+ * its receive untouched; the same packet from remu0's address lands.
+ */
+TEST_F(hostile, uc_send_from_third_host)
+{
+	struct side *a = &self->a, *b = &self->b;
+	struct ibv_qp *qa = qp_new(a, IBV_QPT_UC);
+	struct ibv_qp *qb = qp_new(b, IBV_QPT_UC);
+	struct ibv_sge sge = { (uintptr_t)b->buf, 64, b->mr->lkey };
+	static const char msg[] = "forged UC SEND payload";
+	long long bad0 = remu_hw_counter("remu1", "rcvd_bad_path", true);
+	struct remu_fpkt p;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, qa);
+	ASSERT_NE(NULL, qb);
+	ASSERT_EQ(0, qp_conn(qa, a, qb->qp_num, b, PSN_A));
+	ASSERT_EQ(0, qp_conn(qb, b, qa->qp_num, a, PSN_A));
+	ASSERT_EQ(0, remu_post_recv(qb, 1, &sge, 1));
+	rf_bth(&p, RF_UC | RF_SEND_ONLY, qb->qp_num, PSN_A);
+	rf_payload(&p, msg, sizeof(msg));
+	ASSERT_EQ(0, remu_forge_send(&self->third, &p));
+	EXPECT_EQ(bad0 + 1, counter_reaches("remu1", "rcvd_bad_path",
+					    bad0 + 1));
+	EXPECT_EQ(0, cq_stays_empty(b->cq));
+	EXPECT_NE(0, memcmp(b->buf, msg, sizeof(msg)));
+
+	/* control: from the peer's address it is a valid packet */
+	ASSERT_EQ(0, remu_forge_send(&self->as_a, &p));
+	ASSERT_EQ(IBV_WC_SUCCESS, remu_poll_one(b->cq, &wc, 5));
+	EXPECT_EQ(sizeof(msg), wc.byte_len);
+	EXPECT_EQ(0, memcmp(b->buf, msg, sizeof(msg)));
+	ibv_destroy_qp(qb);
+	ibv_destroy_qp(qa);
+}
+
+/* RC WRITE into remu1's MR from a third address: memory untouched */
+TEST_F(hostile, rc_write_from_third_host)
+{
+	struct side *a = &self->a, *b = &self->b;
+	struct ibv_qp *qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN, a, PSN_B);
+	long long bad0 = remu_hw_counter("remu1", "rcvd_bad_path", true);
+	static const char msg[] = "forged RDMA WRITE";
+	struct remu_fpkt p;
+	int i;
+
+	ASSERT_NE(NULL, qb);
+	rf_bth(&p, RF_RC | RF_WRITE_ONLY, qb->qp_num, PSN_B);
+	rf_reth(&p, (uintptr_t)b->buf + 4096, b->mr->rkey, sizeof(msg));
+	rf_payload(&p, msg, sizeof(msg));
+	ASSERT_EQ(0, remu_forge_send(&self->third, &p));
+	EXPECT_EQ(bad0 + 1, counter_reaches("remu1", "rcvd_bad_path",
+					    bad0 + 1));
+	usleep(100000);
+	EXPECT_NE(0, memcmp(b->buf + 4096, msg, sizeof(msg)));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(qb));
+
+	/* control: from the peer's address the WRITE is placed */
+	ASSERT_EQ(0, remu_forge_send(&self->as_a, &p));
+	for (i = 0; i < 100 && memcmp(b->buf + 4096, msg, sizeof(msg)); i++)
+		usleep(20000);
+	EXPECT_EQ(0, memcmp(b->buf + 4096, msg, sizeof(msg)));
+	ibv_destroy_qp(qb);
+}
+
+/*
+ * An ACK or NAK for a PSN remu0's QP never sent is dropped
+ * (rcvd_bad_resp_psn): its outstanding SEND neither completes nor fails.
+ * Controls: the same ACK for the PSN it did send completes it; a NAK for
+ * a sent PSN fails the next one with the NAK's status.
+ */
+TEST_F(hostile, ack_nak_for_unsent_psn)
+{
+	struct side *a = &self->a, *b = &self->b;
+	struct ibv_qp *qa = qp_towards(a, IBV_QPT_RC, GHOST_QPN, b, PSN_A);
+	struct ibv_sge sge = { (uintptr_t)a->buf, 100, a->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 7, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED };
+	long long bad0 = remu_hw_counter("remu0", "rcvd_bad_resp_psn", true);
+	struct remu_fpkt p;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, qa);
+	ASSERT_EQ(0, remu_post_send(qa, &wr));
+	/* ACK of PSN_A + 10: covers a SEND that does not exist */
+	rf_bth(&p, RF_RC | RF_ACK, qa->qp_num, PSN_A + 10);
+	rf_aeth(&p, RF_AETH_ACK, 1);
+	ASSERT_EQ(0, remu_forge_send(&self->as_b, &p));
+	/* a NAK "remote access error" of PSN_A + 10 */
+	rf_bth(&p, RF_RC | RF_ACK, qa->qp_num, PSN_A + 10);
+	rf_aeth(&p, RF_AETH_NAK_REM_ACC, 1);
+	ASSERT_EQ(0, remu_forge_send(&self->as_b, &p));
+	EXPECT_EQ(bad0 + 2, counter_reaches("remu0", "rcvd_bad_resp_psn",
+					    bad0 + 2));
+	EXPECT_EQ(0, cq_stays_empty(a->cq));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(qa));
+
+	/* controls: the ACK of PSN_A completes the SEND ... */
+	rf_bth(&p, RF_RC | RF_ACK, qa->qp_num, PSN_A);
+	rf_aeth(&p, RF_AETH_ACK, 1);
+	ASSERT_EQ(0, remu_forge_send(&self->as_b, &p));
+	ASSERT_EQ(IBV_WC_SUCCESS, remu_poll_one(a->cq, &wc, 5));
+	EXPECT_EQ(7, wc.wr_id);
+	/* ... and a NAK of the next one's PSN fails it */
+	wr.wr_id = 8;
+	ASSERT_EQ(0, remu_post_send(qa, &wr));
+	rf_bth(&p, RF_RC | RF_ACK, qa->qp_num, PSN_A + 1);
+	rf_aeth(&p, RF_AETH_NAK_REM_ACC, 2);
+	usleep(50000);
+	ASSERT_EQ(0, remu_forge_send(&self->as_b, &p));
+	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, remu_poll_one(a->cq, &wc, 5));
+	EXPECT_EQ(8, wc.wr_id);
+	ibv_destroy_qp(qa);
+}
+
+/* send READ response @opcode, number @k, of @len payload bytes from @data */
+static int read_resp(struct remu_forge *f, uint32_t qpn, uint8_t opcode,
+		     uint32_t k, const uint8_t *data, uint32_t len)
+{
+	struct remu_fpkt p;
+
+	rf_bth(&p, RF_RC | opcode, qpn, PSN_A + k);
+	if (opcode != RF_READ_RESP_MIDDLE)
+		rf_aeth(&p, RF_AETH_ACK, 1);
+	rf_payload(&p, data, len);
+	return remu_forge_send(f, &p);
+}
+
+/*
+ * READ responses of the wrong length are dropped (rcvd_bad_resp_len):
+ * every response but the last is exactly one MTU, the last exactly the
+ * rest and a LAST; the right ones complete the READ byte for byte.
+ */
+TEST_F(hostile, read_response_length)
+{
+	struct side *a = &self->a, *b = &self->b;
+	struct ibv_qp *qa = qp_towards(a, IBV_QPT_RC, GHOST_QPN, b, PSN_A);
+	const uint32_t len = 3 * MTU + 100;
+	long long bad0 = remu_hw_counter("remu0", "rcvd_bad_resp_len", true);
+	uint8_t data[4 * MTU];
+	struct ibv_sge sge = { (uintptr_t)a->buf, len, a->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 9, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_READ,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_wc wc;
+	unsigned int i;
+	uint32_t q;
+
+	ASSERT_NE(NULL, qa);
+	q = qa->qp_num;
+	for (i = 0; i < sizeof(data); i++)
+		data[i] = i * 13 + 1;
+	wr.wr.rdma.remote_addr = 0x100000;
+	wr.wr.rdma.rkey = 0x1234;
+	ASSERT_EQ(0, remu_post_send(qa, &wr));
+	usleep(50000);
+	/* short FIRST, long MIDDLE, short LAST, a MIDDLE in last place */
+	ASSERT_EQ(0, read_resp(&self->as_b, q, RF_READ_RESP_FIRST, 0, data,
+			       MTU - 4));
+	ASSERT_EQ(0, read_resp(&self->as_b, q, RF_READ_RESP_MIDDLE, 1, data,
+			       MTU + 4));
+	ASSERT_EQ(0, read_resp(&self->as_b, q, RF_READ_RESP_LAST, 3, data,
+			       96));
+	ASSERT_EQ(0, read_resp(&self->as_b, q, RF_READ_RESP_MIDDLE, 3, data,
+			       100));
+	EXPECT_EQ(bad0 + 4, counter_reaches("remu0", "rcvd_bad_resp_len",
+					    bad0 + 4));
+	EXPECT_EQ(0, cq_stays_empty(a->cq));
+
+	/* control: the right four complete it, byte for byte */
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, read_resp(&self->as_b, q,
+				       i == 0 ? RF_READ_RESP_FIRST :
+				       i == 3 ? RF_READ_RESP_LAST :
+				       RF_READ_RESP_MIDDLE, i, data + i * MTU,
+				       i == 3 ? 100 : MTU));
+	ASSERT_EQ(IBV_WC_SUCCESS, remu_poll_one(a->cq, &wc, 5));
+	EXPECT_EQ(9, wc.wr_id);
+	EXPECT_EQ(-1, remu_cmp(a->buf, data, len));
+	ibv_destroy_qp(qa);
+}
+
+/* a READ request to remu1's QP @q, PSN @psn, as remu0 */
+static int read_req(struct remu_forge *f, uint32_t q, uint32_t psn,
+		    uint64_t va, uint32_t rkey, uint32_t len)
+{
+	struct remu_fpkt p;
+
+	rf_bth(&p, RF_RC | RF_READ_REQ, q, psn);
+	rf_reth(&p, va, rkey, len);
+	return remu_forge_send(f, &p);
+}
+
+/* remu1's sent_pkts moves by exactly @n within 2 s (and no more) */
+static int sent_moves_by(long long before, long long n)
+{
+	long long v = counter_reaches("remu1", "sent_pkts", before + n);
+
+	usleep(200000);
+	v = remu_hw_counter("remu1", "sent_pkts", true);
+	if (v != before + n)
+		printf("# remu1 sent_pkts moved by %lld, expected %lld\n",
+		       v - before, n);
+	return v == before + n ? 0 : -1;
+}
+
+/*
+ * A duplicate READ is executed again only as a repeat of a READ the
+ * responder executed, from one of its response PSNs and for no more than
+ * the rest of it; anything else is dropped (rcvd_stale_dup) without a
+ * single response.
+ */
+TEST_F(hostile, duplicate_read_bounded)
+{
+	struct side *b = &self->b;
+	struct ibv_qp *qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN, &self->a,
+				       PSN_B);
+	uint64_t va = (uintptr_t)b->buf;
+	uint32_t rkey = b->mr->rkey;
+	long long s0, d0 = remu_hw_counter("remu1", "rcvd_stale_dup", true);
+
+	ASSERT_NE(NULL, qb);
+	s0 = remu_hw_counter("remu1", "sent_pkts", true);
+	/* the READ itself: 2 responses */
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B, va, rkey,
+			      2 * MTU));
+	ASSERT_EQ(0, sent_moves_by(s0, 2));
+	/* its duplicate, whole: 2 again; from its second response: 1 */
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B, va, rkey,
+			      2 * MTU));
+	ASSERT_EQ(0, sent_moves_by(s0, 4));
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B + 1, va + MTU,
+			      rkey, MTU));
+	ASSERT_EQ(0, sent_moves_by(s0, 5));
+	/* never executed (PSN behind it), longer, moved address: nothing */
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B - 100, va, rkey,
+			      64 * MTU));
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B, va, rkey,
+			      3 * MTU));
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B + 1, va, rkey,
+			      MTU));
+	ASSERT_EQ(0, sent_moves_by(s0, 5));
+	EXPECT_EQ(d0 + 3, remu_hw_counter("remu1", "rcvd_stale_dup", true));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(qb));
+	ibv_destroy_qp(qb);
+}
+
+/* a READ longer than max_msg_sz is an invalid request: QP_REQ_ERR */
+TEST_F(hostile, read_longer_than_max_msg)
+{
+	struct side *b = &self->b;
+	struct ibv_qp *qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN, &self->a,
+				       PSN_B);
+	struct ibv_async_event ev;
+	struct ibv_port_attr pa;
+
+	ASSERT_NE(NULL, qb);
+	ASSERT_EQ(0, ibv_query_port(b->ctx, 1, &pa));
+	ASSERT_EQ(0x80000000u, pa.max_msg_sz);
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B,
+			      (uintptr_t)b->buf, b->mr->rkey,
+			      pa.max_msg_sz + 1));
+	ASSERT_EQ(0, remu_next_async(b->ctx, 2000, &ev));
+	EXPECT_EQ(IBV_EVENT_QP_REQ_ERR, ev.event_type);
+	EXPECT_EQ(IBV_QPS_ERR, remu_qp_state(qb));
+	ibv_destroy_qp(qb);
+}
+
+/*
+ * FLUSH and ATOMIC_WRITE are not executed by remu (yet): the responder
+ * must say so (NAK invalid request, QP_REQ_ERR), never ACK them
+ */
+TEST_F(hostile, flush_atomic_write_refused)
+{
+	static const uint8_t ops[] = { RF_FLUSH, RF_ATOMIC_WRITE };
+	struct side *b = &self->b;
+	struct ibv_async_event ev;
+	unsigned int i;
+
+	for (i = 0; i < ARRAY_SIZE(ops); i++) {
+		struct ibv_qp *qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN,
+					       &self->a, PSN_B);
+		uint64_t val = 0x1122334455667788ull;
+		struct remu_fpkt p;
+
+		ASSERT_NE(NULL, qb);
+		rf_bth(&p, RF_RC | ops[i], qb->qp_num, PSN_B);
+		if (ops[i] == RF_FLUSH)
+			rf_be32(&p, 1);		/* FETH: global, range */
+		rf_reth(&p, (uintptr_t)b->buf, b->mr->rkey, 8);
+		if (ops[i] == RF_ATOMIC_WRITE)
+			rf_payload(&p, &val, 8);
+		ASSERT_EQ(0, remu_forge_send(&self->as_a, &p));
+		ASSERT_EQ(0, remu_next_async(b->ctx, 2000, &ev));
+		EXPECT_EQ(IBV_EVENT_QP_REQ_ERR, ev.event_type);
+		EXPECT_EQ(IBV_QPS_ERR, remu_qp_state(qb));
+		EXPECT_NE(val, *(uint64_t *)b->buf);
+		ibv_destroy_qp(qb);
+	}
+}
+
+/*
+ * Keys are not a counter: 64 registrations' keys have varied low bytes,
+ * not each the last one plus one
+ */
+TEST(keys_vary)
+{
+	struct ibv_context *ctx = remu_open("remu0");
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	static uint8_t buf[4096];
+	unsigned int i, seen[256] = {}, distinct = 0, step1 = 0;
+	uint32_t prev = 0;
+
+	ASSERT_NE(NULL, pd);
+	for (i = 0; i < 64; i++) {
+		struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof(buf),
+					       IBV_ACCESS_LOCAL_WRITE);
+
+		ASSERT_NE(NULL, mr);
+		if (!seen[mr->lkey & 0xff]++)
+			distinct++;
+		if (i && ((mr->lkey - prev) & 0xff) == 1)
+			step1++;
+		prev = mr->lkey;
+		ASSERT_EQ(0, ibv_dereg_mr(mr));
+	}
+	EXPECT_GT(distinct, 24);
+	EXPECT_LT(step1, 8);
+	remu_close_objs(NULL, NULL, NULL, NULL, pd, ctx);
+}
+
+TEST_HARNESS_MAIN
