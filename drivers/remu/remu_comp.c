@@ -6,7 +6,11 @@
  * retire a send WQE.
  *
  * Owns: qp->eng.una (oldest unacknowledged PSN), the retry counters, the
- * timer, the READ out-of-order maps.  An ACK with PSN P completes every
+ * timer, the READ out-of-order maps.  Nothing is believed that answers a
+ * PSN no request used (at or after qp->eng.sent_end, which the requester
+ * moves): such a response is dropped and counted (rcvd_bad_resp_psn), as
+ * is a READ response whose length is not exactly its share of the READ
+ * (rcvd_bad_resp_len).  An ACK with PSN P completes every
  * outstanding WQE whose last PSN is at or before P, in ring order,
  * stopping at a READ or atomic not finished.  READ responses and atomic
  * ACKs are matched by PSN to any outstanding READ/atomic (not only the

@@ -6,11 +6,16 @@
  *
  * Owns: the receive side of a QP: the expected PSN and MSN (RC), the
  * receive WQE being filled (copied out of the RQ or SRQ ring once, then
- * only the copy is used), the RDMA WRITE in progress.  RC checks the PSN:
- * a duplicate is re-ACKed (a duplicate READ is executed again, from the
- * PSN, address and length it carries; a duplicate atomic is answered with
- * the result saved when it ran, never executed twice), a packet from the
- * future gets one PSN sequence error NAK.  ACKs are coalesced: a SEND or
+ * only the copy is used), the RDMA WRITE in progress, and the responder
+ * resources: the last max_dest_rd_atomic READs and atomics executed
+ * (struct remu_rd_res).  RC checks the PSN: a duplicate is re-ACKed (a
+ * duplicate READ is executed again, from the PSN, address and length it
+ * carries, only as a repeat of a saved READ and for no more than its
+ * rest; a duplicate atomic is answered with the result saved when it
+ * ran, never executed twice; any other duplicate READ or atomic is
+ * dropped, counted in rcvd_stale_dup), a packet from the future gets one
+ * PSN sequence error NAK.  A READ longer than max_msg_sz, and FLUSH and
+ * ATOMIC_WRITE (not executed by remu), are NAKed as invalid requests.  ACKs are coalesced: a SEND or
  * WRITE packet, new or duplicate, is ACKed only when it carries AckReq
  * (the requester sets it on the last packet of a message and every
  * REMU_ACK_EVERY PSNs, also when it resends), so a go-back-N resend of a
