@@ -94,7 +94,8 @@ counters_listed() {
 		rcvd_no_qp send_err duplicate_request out_of_seq_request \
 		rcvd_rnr_err send_rnr_err rcvd_seq_err ack_deferred \
 		retry_exceeded_err retry_rnr_exceeded_err completer_retry_err \
-		rdma_sends rdma_recvs out_of_buffer; do
+		rdma_sends rdma_recvs out_of_buffer rcvd_bad_path rcvd_bad_resp_psn \
+		rcvd_bad_resp_len rcvd_stale_dup; do
 		grep -q "^$n " <<<"$s" || { echo "no counter $n"; return 1; }
 	done
 }
