@@ -8,7 +8,8 @@
 # the client and remu1 as the server and once the other way round:
 #   perftest  ib_{send,write,read}_bw RC at 1, 4095, 65536 and 1048576 B,
 #             ib_{send,write,read}_lat RC at 4095 B, ib_send_bw UD,
-#             ib_atomic_bw FETCH_AND_ADD and CMP_AND_SWAP
+#             ib_atomic_bw FETCH_AND_ADD and CMP_AND_SWAP, all with
+#             perftest's defaults (128 outstanding READs/atomics)
 #   data      ibv_rc_pingpong -c (4 KiB and 64 KiB messages),
 #             ibv_ud_pingpong -c: any "invalid data" fails
 #   rdma_cm   rping -v -C N (CM MADs over QP1 between the two stacks), every
@@ -48,25 +49,18 @@ iters() {
 	esac
 }
 tests=()
-# perftest makes each side's max_rd_atomic the other side's outstanding
-# READ depth, which defaults to the device's max_qp_rd_atom: 128 on rxe,
-# 16 on remu (which, like rxe and mlx5, refuses a max_rd_atomic above its
-# limit), so READ and atomic runs give both sides -o 16
-o16="-o 16"
+# every run with perftest's defaults: each side's max_rd_atomic is the
+# other side's max_qp_rd_atom, 128 on both rxe and remu
 for p in send write read; do
 	for s in "${sizes[@]}"; do
-		o=
-		[ "$p" = read ] && o=" $o16"
-		tests+=("perf|ib_${p}_bw -s $s -n $(iters "$s")$o")
+		tests+=("perf|ib_${p}_bw -s $s -n $(iters "$s")")
 	done
 done
 for p in send write read; do
-	o=
-	[ "$p" = read ] && o=" $o16"
-	tests+=("perf|ib_${p}_lat -s 4095 -n 50$o")
+	tests+=("perf|ib_${p}_lat -s 4095 -n 50")
 done
 tests+=("perf|ib_send_bw -c UD -s 4095 -n 50")
-tests+=("perf|ib_atomic_bw -A FETCH_AND_ADD -n 100 $o16" "perf|ib_atomic_bw -A CMP_AND_SWAP -n 100 $o16")
+tests+=("perf|ib_atomic_bw -A FETCH_AND_ADD -n 100" "perf|ib_atomic_bw -A CMP_AND_SWAP -n 100")
 tests+=("pp|rc -s 4096 -n 100" "pp|rc -s 65536 -n 20" "pp|ud -s 2048 -n 100")
 tests+=("rping|rping -v -C $PINGS")
 

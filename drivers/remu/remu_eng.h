@@ -150,7 +150,8 @@ struct remu_rd_res {
  *		it answers nothing this QP sent and is dropped
  * @una:	oldest unacknowledged PSN (RC)
  * @rd_out:	outstanding READ/atomic WQEs
- * @rdmap:	out-of-order response maps of the outstanding READs
+ * @rdmap:	out-of-order response maps of up to REMU_RD_MAPS outstanding
+ *		READs (one without a map places its responses in order only)
  * @rdmap_used:	bit i: @rdmap[i] belongs to a READ
  * @retries:	retransmissions left before RETRY_EXC_ERR
  * @rnr_left:	RNR retries left (7 = infinite)
@@ -168,8 +169,9 @@ struct remu_rd_res {
  * @rext:	inline receive: the completion being built (remu_resp.c)
  * @roff:	bytes placed into it
  * @wr_va, @wr_rkey, @wr_len, @wr_off: the RDMA WRITE in progress
- * @res:	responder: the last max_dest_rd_atomic READs and atomics
- *		(at least one), the only requests a duplicate may repeat
+ * @res:	RC responder: the last max_dest_rd_atomic READs and atomics
+ *		(at least one), the only requests a duplicate may repeat;
+ *		REMU_MAX_RD_ATOMIC entries (NULL for other transports)
  * @res_next:	the @res slot the next one goes into
  */
 struct remu_qp_eng {
@@ -184,7 +186,7 @@ struct remu_qp_eng {
 	u32 sent_end;
 	u32 una;
 	u32 rd_out;
-	struct remu_rd_map rdmap[REMU_MAX_RD_ATOMIC];
+	struct remu_rd_map rdmap[REMU_RD_MAPS];
 	u32 rdmap_used;
 	u8 retries;
 	u8 rnr_left;
@@ -208,7 +210,7 @@ struct remu_qp_eng {
 	u32 wr_rkey;
 	u32 wr_len;
 	u32 wr_off;
-	struct remu_rd_res res[REMU_MAX_RD_ATOMIC];
+	struct remu_rd_res *res;
 	u32 res_next;
 };
 

@@ -56,7 +56,15 @@
 #define REMU_MAX_QP_WR		16384
 #define REMU_MAX_SGE		16
 #define REMU_MAX_INLINE		256
-#define REMU_MAX_RD_ATOMIC	16
+/*
+ * READs/atomics in flight per QP, each way.  rxe's figure: perftest (and
+ * the RDMA CM's defaults) give each side's max_rd_atomic the other
+ * side's limit, which every NIC refuses above its own, so a smaller
+ * limit here than a peer's makes such programs fail against it.
+ */
+#define REMU_MAX_RD_ATOMIC	128
+/* READs that can place responses out of order at once (remu_rd_map) */
+#define REMU_RD_MAPS		16
 #define REMU_MAX_CQ		16384
 #define REMU_MAX_CQE		65536
 #define REMU_MAX_SRQ		16384

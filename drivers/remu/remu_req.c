@@ -61,11 +61,17 @@ int remu_eng_init(struct remu_qp *qp)
 	if (!qp->is_user)
 		e->kreg = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->kreg),
 				   GFP_KERNEL);
-	if (!e->st || !e->copy || (!qp->is_user && !e->kreg)) {
+	if (qp->ib_qp.qp_type == IB_QPT_RC)
+		e->res = kvcalloc(REMU_MAX_RD_ATOMIC, sizeof(*e->res),
+				  GFP_KERNEL);
+	if (!e->st || !e->copy || (!qp->is_user && !e->kreg) ||
+	    (qp->ib_qp.qp_type == IB_QPT_RC && !e->res)) {
 		kvfree(e->st);
 		kvfree(e->copy);
 		kvfree(e->kreg);
+		kvfree(e->res);
 		e->kreg = NULL;
+		e->res = NULL;
 		return -ENOMEM;
 	}
 	return 0;
@@ -82,6 +88,7 @@ void remu_eng_fini(struct remu_qp *qp)
 	kvfree(e->st);
 	kvfree(e->copy);
 	kvfree(e->kreg);
+	kvfree(e->res);
 }
 
 /* RESET: forget everything in flight */
@@ -133,7 +140,8 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 		e->rpsn = qp->attr.rq_psn;
 		e->msn = 0;
 		e->comm_est = false;
-		memset(e->res, 0, sizeof(e->res));
+		if (e->res)
+			memset(e->res, 0, REMU_MAX_RD_ATOMIC * sizeof(*e->res));
 		e->res_next = 0;
 		remu_eng_set_mtu(qp);
 		break;
@@ -498,13 +506,13 @@ static int remu_req_local(struct remu_qp *qp, u32 idx,
 	return remu_mr_fast_reg(r->mr, r->key, r->access, r->iova, r->length);
 }
 
-/* give READ @sw an out-of-order map (one is free: rd_out <= 16) */
+/* give READ @sw an out-of-order map, if one of REMU_RD_MAPS is free */
 static void remu_req_map_get(struct remu_qp_eng *e, struct remu_swqe *sw)
 {
 	unsigned long used = e->rdmap_used;
-	unsigned int i = find_first_zero_bit(&used, REMU_MAX_RD_ATOMIC);
+	unsigned int i = find_first_zero_bit(&used, REMU_RD_MAPS);
 
-	if (i >= REMU_MAX_RD_ATOMIC)
+	if (i >= REMU_RD_MAPS)
 		return;		/* none: responses placed in order only */
 	memset(&e->rdmap[i], 0, sizeof(e->rdmap[i]));
 	e->rdmap_used |= BIT(i);
