@@ -11,7 +11,10 @@
  * max_inline, atomics (FETCH_ADD and CMP_SWP value for value, 2 x 500
  * concurrent FETCH_ADDs from two QPs, a misaligned target), the error
  * completions (bad lkey, bad rkey, out of bounds, missing remote right:
- * exact status, the rest flushed) and RNR (retried until a receive is
+ * exact status, the rest flushed; a receive WQE that fails at the
+ * responder - bad lkey, another PD's MR, past its MR's end, too short -
+ * completes there with the local error and the SEND with REM_OP_ERR or
+ * REM_INV_REQ_ERR) and RNR (retried until a receive is
  * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR; a stream of multi-packet
  * SENDs against a receiver that posts late, every message once, in
  * order), a QP pair reset after an error and used again both ways, the
@@ -685,6 +688,86 @@ TEST_F(dp, err_bad_lkey)
 	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
 	wr.wr.rdma.rkey = self->b.mr->rkey;
 	expect_err(_metadata, &self->a, &wr, IBV_WC_LOC_PROT_ERR);
+}
+
+/*
+ * A receive WQE that fails its own checks at the responder: the receive
+ * completes there with the local error, the SEND that met it with the
+ * error the responder's NAK names, and the rest is flushed.  A bad lkey
+ * (wrong tag): LOC_PROT_ERR / REM_OP_ERR; a buffer too short for the
+ * message: LOC_LEN_ERR / REM_INV_REQ_ERR.
+ */
+static void recv_wqe_fails(struct __test_metadata *_metadata, struct side *a,
+			   struct side *b, struct ibv_sge *rs, int rstatus,
+			   int sstatus)
+{
+	struct ibv_sge sge = { (uintptr_t)a->buf, 100, a->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND };
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, post_recv1(b->qp, 5, rs, 1));
+	wr.wr.rdma.remote_addr = (uintptr_t)b->buf;
+	wr.wr.rdma.rkey = b->mr->rkey;
+	expect_err(_metadata, a, &wr, sstatus);
+	EXPECT_EQ(rstatus, poll_one(b->cq, &wc));
+	EXPECT_EQ(5, wc.wr_id);
+	EXPECT_EQ(IBV_QPS_ERR, remu_qp_state(b->qp));
+}
+
+TEST_F(dp, err_recv_bad_lkey)
+{
+	struct ibv_sge rs = { (uintptr_t)self->b.buf, 100,
+			      self->b.mr->lkey ^ 0x80 };
+
+	recv_wqe_fails(_metadata, &self->a, &self->b, &rs,
+		       IBV_WC_LOC_PROT_ERR, IBV_WC_REM_OP_ERR);
+}
+
+TEST_F(dp, err_recv_too_short)
+{
+	struct ibv_sge rs = { (uintptr_t)self->b.buf, 50, self->b.mr->lkey };
+
+	recv_wqe_fails(_metadata, &self->a, &self->b, &rs,
+		       IBV_WC_LOC_LEN_ERR, IBV_WC_REM_INV_REQ_ERR);
+}
+
+/* the receive's lkey names an MR of another PD (as after a rereg of its PD) */
+TEST_F(dp, err_recv_other_pd)
+{
+	struct ibv_pd *pd2 = ibv_alloc_pd(self->b.ctx);
+	struct ibv_mr *mr2 = pd2 ? ibv_reg_mr(pd2, self->b.buf, 4096,
+					      IBV_ACCESS_LOCAL_WRITE) : NULL;
+	struct ibv_sge rs = { (uintptr_t)self->b.buf, 100, 0 };
+
+	ASSERT_NE(NULL, mr2);
+	rs.lkey = mr2->lkey;
+	recv_wqe_fails(_metadata, &self->a, &self->b, &rs,
+		       IBV_WC_LOC_PROT_ERR, IBV_WC_REM_OP_ERR);
+	EXPECT_EQ(0, ibv_dereg_mr(mr2));
+	EXPECT_EQ(0, ibv_dealloc_pd(pd2));
+}
+
+/* the receive buffer runs past its MR's end, in the message's 2nd packet */
+TEST_F(dp, err_recv_past_mr_end)
+{
+	struct ibv_mr *mr = ibv_reg_mr(self->b.pd, self->b.buf, 6000,
+				       IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_sge rs = { (uintptr_t)self->b.buf, 10000, 0 };
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 9000, self->a.mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND };
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, mr);
+	rs.lkey = mr->lkey;
+	ASSERT_EQ(0, post_recv1(self->b.qp, 5, &rs, 1));
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	wr.wr.rdma.rkey = self->b.mr->rkey;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_OP_ERR);
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, poll_one(self->b.cq, &wc));
+	EXPECT_EQ(5, wc.wr_id);
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
 }
 
 TEST_F(dp, err_lkey_out_of_bounds)
