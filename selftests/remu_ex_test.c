@@ -6,12 +6,13 @@
  *
  * Fixture create (remu0, no traffic): RC, UC and UD QPs through
  * ibv_create_qp_ex() with every send op of their type, with none, and
- * with comp_mask CREATE_FLAGS (flags 0: a plain QP; a flag: the kernel's
- * EOPNOTSUPP); send ops a type cannot do (and ATOMIC_WRITE, FLUSH, TSO)
+ * with comp_mask CREATE_FLAGS (flags 0: a plain QP; a flag: refused by
+ * the kernel); send ops a type cannot do (and ATOMIC_WRITE, FLUSH, TSO)
  * refused with EOPNOTSUPP, comp_mask bits remu has no use for with EINVAL;
  * CQs: the read functions present exactly for the wc_flags asked (opcode,
- * vendor_err and wc_flags always), CVLAN/FLOW_TAG/TM_INFO refused with
- * EOPNOTSUPP, cqe 0, a PD in comp_mask or IGNORE_OVERRUN with EINVAL;
+ * vendor_err and wc_flags always), CVLAN/FLOW_TAG/TM_INFO and
+ * IGNORE_OVERRUN refused with EOPNOTSUPP, cqe 0, a PD in comp_mask or an
+ * unknown flag with EINVAL;
  * ibv_start_poll() on an empty CQ gives ENOENT, with a comp_mask EINVAL;
  * hca_core_clock, completion_timestamp_mask and ibv_query_rt_values_ex().
  *
@@ -320,6 +321,14 @@ TEST_F(create, qp_types)
 		EXPECT_EQ(NULL, qx->wr_atomic_write);
 		EXPECT_EQ(0, ibv_destroy_qp(qp));
 
+		/* UC may ask for SEND_WITH_INV (mlx5, rxe), not post it */
+		qp = types[i] == IBV_QPT_UC ?
+		     qp_ex(self->pd, self->cq, types[i], pd_ops,
+			   IBV_QP_EX_WITH_SEND_WITH_INV, 0) : NULL;
+		if (qp)
+			EXPECT_EQ(0, ibv_destroy_qp(qp));
+		EXPECT_EQ(types[i] == IBV_QPT_UC, qp != NULL);
+
 		/* no send op asked for: still an ibv_qp_ex */
 		qp = qp_ex(self->pd, self->cq, types[i], pd_ops, 0, 0);
 		ASSERT_NE(NULL, qp) TH_LOG("type %d: errno %d", types[i], errno);
@@ -343,7 +352,11 @@ TEST_F(create, qp_types)
 	}
 }
 
-/* send ops a type cannot do: EOPNOTSUPP; useless comp_mask bits: EINVAL */
+/*
+ * send ops a type cannot do: EOPNOTSUPP (but UC may ask for SEND_WITH_INV,
+ * as on mlx5 and rxe: posting one fails, uc.refused_ops); useless
+ * comp_mask bits: EINVAL
+ */
 TEST_F(create, qp_refused)
 {
 	static const struct { enum ibv_qp_type type; uint64_t ops; } bad[] = {
@@ -355,7 +368,6 @@ TEST_F(create, qp_refused)
 		{ IBV_QPT_UC, IBV_QP_EX_WITH_RDMA_READ },
 		{ IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP },
 		{ IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD },
-		{ IBV_QPT_UC, IBV_QP_EX_WITH_SEND_WITH_INV },
 		{ IBV_QPT_RC, IBV_QP_EX_WITH_ATOMIC_WRITE },
 		{ IBV_QPT_RC, QP_EX_WITH_FLUSH },
 		{ IBV_QPT_RC, IBV_QP_EX_WITH_TSO },
@@ -442,7 +454,10 @@ TEST_F(create, cq_read_functions)
 	}
 }
 
-/* mlx5's errnos: wc_flags EOPNOTSUPP, the rest EINVAL */
+/*
+ * mlx5's errnos: wc_flags EOPNOTSUPP, cqe 0 / comp_mask / unknown flags
+ * EINVAL; IGNORE_OVERRUN, which remu cannot do, EOPNOTSUPP
+ */
 TEST_F(create, cq_refused)
 {
 	static const uint64_t no[] = {
@@ -465,8 +480,13 @@ TEST_F(create, cq_refused)
 	EXPECT_EQ(EINVAL, errno);
 	errno = 0;
 	EXPECT_EQ(NULL, cq_ex(self->ctx, 8, 0, IBV_CQ_INIT_ATTR_MASK_FLAGS,
-			      IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN));
+			      1u << 5));
 	EXPECT_EQ(EINVAL, errno);
+	/* a flag mlx5 has and remu has not */
+	errno = 0;
+	EXPECT_EQ(NULL, cq_ex(self->ctx, 8, 0, IBV_CQ_INIT_ATTR_MASK_FLAGS,
+			      IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN));
+	EXPECT_EQ(EOPNOTSUPP, errno);
 }
 
 TEST_F(create, start_poll_empty)
@@ -1138,6 +1158,28 @@ static void wc_same(struct __test_metadata *_metadata, const struct ibv_wc *o,
 	EXPECT_EQ(o->dlid_path_bits, n->dlid_path_bits);
 }
 
+typedef int (*poll_fn)(struct ibv_cq *, int, struct ibv_wc *);
+
+/* exactly @na completions of @a's CQ into @wa and @nb of @b's into @wb */
+static int poll_both(struct xside *a, int na, struct ibv_wc *wa,
+		     struct xside *b, int nb, struct ibv_wc *wb, poll_fn poll)
+{
+	int ga = 0, gb = 0, spin;
+
+	for (spin = 0; spin < 20000 && (ga < na || gb < nb); spin++) {
+		int n = poll(a->cq, na - ga, wa + ga);
+		int m = poll(b->cq, nb - gb, wb + gb);
+
+		if (n < 0 || m < 0)
+			return -1;
+		ga += n;
+		gb += m;
+		if (!n && !m)
+			usleep(1000);
+	}
+	return ga == na && gb == nb ? 0 : -1;
+}
+
 /*
  * The same RC traffic twice (SEND, SEND_WITH_IMM, WRITE_WITH_IMM, READ,
  * FETCH_ADD, then a WRITE to a bad rkey: REM_ACCESS_ERR and a flushed
@@ -1145,11 +1187,9 @@ static void wc_same(struct __test_metadata *_metadata, const struct ibv_wc *o,
  * ibv_start_poll() (remu_poll_cq_ex(): every ibv_wc_read_*()).
  */
 static int rc_round(struct xside *a, struct xside *b, struct ibv_wc *wa,
-		    struct ibv_wc *wb, int (*poll)(struct ibv_cq *, int,
-						   struct ibv_wc *))
+		    struct ibv_wc *wb, poll_fn poll)
 {
 	struct ibv_qp_ex *qx = a->qx;
-	int na = 0, nb = 0, spin;
 
 	if (post_recv(b, 1, 0, 512) || post_recv(b, 2, 512, 512) ||
 	    post_recv(b, 3, 1024, 512) || post_recv(b, 4, 2048, 512))
@@ -1177,18 +1217,7 @@ static int rc_round(struct xside *a, struct xside *b, struct ibv_wc *wa,
 	ibv_wr_set_sge(qx, a->mr->lkey, (uintptr_t)a->buf, 8);
 	if (ibv_wr_complete(qx))
 		return -1;
-	for (spin = 0; spin < 20000 && (na < 6 || nb < 4); spin++) {
-		int n = poll(a->cq, 6 - na, wa + na);
-		int m = poll(b->cq, 4 - nb, wb + nb);
-
-		if (n < 0 || m < 0)
-			return -1;
-		na += n;
-		nb += m;
-		if (!n && !m)
-			usleep(1000);
-	}
-	return na == 6 && nb == 4 ? 0 : -1;
+	return poll_both(a, 6, wa, b, 4, wb, poll);
 }
 
 TEST_F(rc, cq_fields_match_poll_cq)
@@ -1215,11 +1244,9 @@ TEST_F(rc, cq_fields_match_poll_cq)
  * carry GRH, src_qp and the immediate.
  */
 static int ud_round(struct xside *a, struct xside *b, struct ibv_wc *wa,
-		    struct ibv_wc *wb, int (*poll)(struct ibv_cq *, int,
-						   struct ibv_wc *))
+		    struct ibv_wc *wb, poll_fn poll)
 {
 	struct ibv_qp_ex *qx = a->qx;
-	int na = 0, nb = 0, spin;
 
 	if (post_recv(b, 1, 0, 512) || post_recv(b, 2, 512, 512) ||
 	    post_recv(b, 3, 1024, 512))
@@ -1240,18 +1267,7 @@ static int ud_round(struct xside *a, struct xside *b, struct ibv_wc *wa,
 	ibv_wr_set_ud_addr(qx, a->ah, b->qp->qp_num, QKEY);
 	if (ibv_wr_complete(qx))
 		return -1;
-	for (spin = 0; spin < 20000 && (na < 3 || nb < 3); spin++) {
-		int n = poll(a->cq, 3 - na, wa + na);
-		int m = poll(b->cq, 3 - nb, wb + nb);
-
-		if (n < 0 || m < 0)
-			return -1;
-		na += n;
-		nb += m;
-		if (!n && !m)
-			usleep(1000);
-	}
-	return na == 3 && nb == 3 ? 0 : -1;
+	return poll_both(a, 3, wa, b, 3, wb, poll);
 }
 
 TEST_F(ud, cq_fields_match_poll_cq)
@@ -1272,68 +1288,70 @@ TEST_F(ud, cq_fields_match_poll_cq)
 
 /* ---- completion timestamps ---- */
 
-/* the current completion of @cq's timestamps */
-static void read_ts(struct ibv_cq *cq, uint64_t *ts, uint64_t *wall)
+/*
+ * The next completion of @s's CQ, id @id: its stamps inside the windows
+ * that opened at @t0 (device clock) and @w0 (CLOCK_REALTIME) and close
+ * after the poll, and not before *@prev, which becomes its stamp.
+ * 0, or -1 when no completion came.
+ */
+static int ts_check(struct __test_metadata *_metadata, struct xside *s,
+		    uint64_t id, uint64_t t0, uint64_t w0, uint64_t *prev)
 {
-	struct ibv_cq_ex *cx = remu_cq_ex(cq);
+	struct ibv_cq_ex *cx = remu_cq_ex(s->cq);
+	uint64_t ts, wall, t1, w1;
 
-	*ts = ibv_wc_read_completion_ts(cx);
-	*wall = ibv_wc_read_completion_wallclock_ns(cx);
+	if (start_poll_wait(s->cq))
+		return -1;
+	EXPECT_EQ(IBV_WC_SUCCESS, cx->status);
+	EXPECT_EQ(id, cx->wr_id);
+	ts = ibv_wc_read_completion_ts(cx);
+	wall = ibv_wc_read_completion_wallclock_ns(cx);
+	ibv_end_poll(cx);
+	t1 = rt_now(s->ctx);
+	w1 = ns_of(CLOCK_REALTIME);
+	EXPECT_TRUE(t0 <= ts && ts <= t1)
+		TH_LOG("wr %llu: %llu not in [%llu, %llu]",
+		       (unsigned long long)id, (unsigned long long)ts,
+		       (unsigned long long)t0, (unsigned long long)t1);
+	EXPECT_TRUE(w0 <= wall && wall <= w1)
+		TH_LOG("wr %llu: wall clock %llu not in [%llu, %llu]",
+		       (unsigned long long)id, (unsigned long long)wall,
+		       (unsigned long long)w0, (unsigned long long)w1);
+	EXPECT_LE(*prev, ts);
+	*prev = ts;
+	return 0;
 }
 
 /*
- * @n SENDs of 40 bytes a -> b, one at a time, each completion's stamps
+ * @n SENDs a -> b, one at a time, small enough for inline receive (40
+ * bytes; UD 20, after the 40-byte GRH area), each completion's stamps
  * (sender and receiver) inside the window of the device clock
  * (ibv_query_rt_values_ex()) and of CLOCK_REALTIME around the post and
- * the polls, each CQ's stamps never going backwards, the data byte for
+ * the poll, each CQ's stamps never going backwards, the data byte for
  * byte.  Return: how many receives b's port delivered inline meanwhile.
  */
 static long ts_rounds(struct __test_metadata *_metadata, struct xside *a,
 		      struct xside *b, const char *dev_b, int n)
 {
-	uint64_t prev_a = 0, prev_b = 0, t0, t1, w0, w1, ts, wall;
 	long inl0 = remu_hw_counter(dev_b, "inline_recvs", true);
+	size_t grh = a->qp->qp_type == IBV_QPT_UD ? GRH_LEN : 0;
+	uint32_t len = grh ? 20 : 40;
+	uint64_t prev_a = 0, prev_b = 0, t0, w0;
 	int i;
 
 	for (i = 0; i < n; i++) {
-		fill(a->buf + 128, 40, i);
-		memset(b->buf + 4096, 0xee, 64);
+		fill(a->buf + 128, len, i);
+		memset(b->buf + 4096, 0xee, 64 + 1);
 		if (post_recv(b, 200 + i, 4096, 64))
 			return -1;
 		t0 = rt_now(a->ctx);
 		w0 = ns_of(CLOCK_REALTIME);
-		if (send1(a, 300 + i, 128, 40, b))
+		if (send1(a, 300 + i, 128, len, b) ||
+		    ts_check(_metadata, a, 300 + i, t0, w0, &prev_a) ||
+		    ts_check(_metadata, b, 200 + i, t0, w0, &prev_b))
 			return -1;
-
-		if (start_poll_wait(a->cq))
-			return -1;
-		EXPECT_EQ(300 + i, remu_cq_ex(a->cq)->wr_id);
-		read_ts(a->cq, &ts, &wall);
-		ibv_end_poll(remu_cq_ex(a->cq));
-		t1 = rt_now(a->ctx);
-		w1 = ns_of(CLOCK_REALTIME);
-		EXPECT_TRUE(t0 <= ts && ts <= t1)
-			TH_LOG("send %d: %llu not in [%llu, %llu]", i,
-			       (unsigned long long)ts, (unsigned long long)t0,
-			       (unsigned long long)t1);
-		EXPECT_TRUE(w0 <= wall && wall <= w1) TH_LOG("send %d", i);
-		EXPECT_LE(prev_a, ts);
-		prev_a = ts;
-
-		if (start_poll_wait(b->cq))
-			return -1;
-		EXPECT_EQ(200 + i, remu_cq_ex(b->cq)->wr_id);
-		EXPECT_EQ(40, ibv_wc_read_byte_len(remu_cq_ex(b->cq)));
-		read_ts(b->cq, &ts, &wall);
-		ibv_end_poll(remu_cq_ex(b->cq));
-		t1 = rt_now(a->ctx);
-		w1 = ns_of(CLOCK_REALTIME);
-		EXPECT_TRUE(t0 <= ts && ts <= t1) TH_LOG("recv %d", i);
-		EXPECT_TRUE(w0 <= wall && wall <= w1) TH_LOG("recv %d", i);
-		EXPECT_LE(prev_b, ts);
-		prev_b = ts;
-		EXPECT_EQ(-1, remu_cmp(a->buf + 128, b->buf + 4096, 40));
-		EXPECT_EQ(0xee, b->buf[4096 + 40]);
+		EXPECT_EQ(-1, remu_cmp(a->buf + 128, b->buf + 4096 + grh, len));
+		EXPECT_EQ(0xee, b->buf[4096 + grh + len]);
 	}
 	return remu_hw_counter(dev_b, "inline_recvs", true) - inl0;
 }
@@ -1366,23 +1384,11 @@ TEST_F(rc, timestamps_no_inline_recv)
 			       10));
 }
 
-/* UD: the same, the receive's GRH area inline too */
+/* UD: the same, the GRH area inline too */
 TEST_F(ud, timestamps)
 {
-	struct xside *a = &self->a, *b = &self->b;
-	uint64_t t0, t1, ts, wall;
-
-	ASSERT_EQ(0, post_recv(b, 5, 0, 200));
-	t0 = rt_now(a->ctx);
-	ASSERT_EQ(0, send1(a, 6, 0, 10, b));
-	ASSERT_EQ(0, start_poll_wait(b->cq));
-	EXPECT_EQ(IBV_WC_SUCCESS, remu_cq_ex(b->cq)->status);
-	EXPECT_EQ(GRH_LEN + 10, ibv_wc_read_byte_len(remu_cq_ex(b->cq)));
-	read_ts(b->cq, &ts, &wall);
-	ibv_end_poll(remu_cq_ex(b->cq));
-	t1 = rt_now(a->ctx);
-	EXPECT_TRUE(t0 <= ts && ts <= t1);
-	EXPECT_EQ(-1, remu_cmp(a->buf, b->buf + GRH_LEN, 10));
+	EXPECT_EQ(10, ts_rounds(_metadata, &self->a, &self->b, variant->dev_b,
+				10));
 }
 
 /* ---- the fast path, counted with ptrace ---- */

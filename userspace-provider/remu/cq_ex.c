@@ -21,7 +21,10 @@
  *
  * Refusals follow mlx5: cqe 0, an unknown comp_mask (a parent domain
  * too: remu has none) or creation flag: EINVAL; wc_flags the CQ cannot
- * fill: EOPNOTSUPP; start_poll with a comp_mask: EINVAL.
+ * fill: EOPNOTSUPP; start_poll with a comp_mask: EINVAL.  A flag mlx5
+ * has and remu has not (IGNORE_OVERRUN: remu's full CQ loses the CQE and
+ * raises CQ_ERR) is EOPNOTSUPP, as for wc_flags.  SINGLE_THREADED is
+ * accepted (the lock stays: uncontended, it costs little).
  *
  * Locking: cq->lock from ibv_start_poll() (when it returns 0) to
  * ibv_end_poll(); cq->cur is only touched under it.
@@ -216,16 +219,20 @@ struct ibv_cq_ex *remu_create_cq_ex(struct ibv_context *ctx,
 {
 	struct remu_cmd_create_cq_ex_resp resp = {};
 	struct remu_cmd_create_cq_ex cmd = {};
+	uint32_t flags = attr->flags;
 	struct remu_cq *cq;
 	int ret;
 
+	if (!(attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS))
+		flags = 0;
 	if (!attr->cqe || (attr->comp_mask & ~IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
-	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
-	     (attr->flags & ~IBV_CREATE_CQ_ATTR_SINGLE_THREADED))) {
+	    (flags & ~(IBV_CREATE_CQ_ATTR_SINGLE_THREADED |
+		       IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN))) {
 		errno = EINVAL;
 		return NULL;
 	}
-	if (attr->wc_flags & ~remu_cq_wc_flags(ctx)) {
+	if ((attr->wc_flags & ~remu_cq_wc_flags(ctx)) ||
+	    (flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN)) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}

@@ -17,11 +17,13 @@
  * EIO) is kept, everything after it in the batch is ignored, and
  * ibv_wr_complete() returns it with nothing of the batch posted.
  *
- * The opcodes (remu_wr_ops[]): what each QP type may post, each with its
- * IBV_QP_EX_WITH_* flag and, for an opcode the module must offer, the
- * REMU_UCTX_* bit it announces (none needs one today; RDMA ATOMIC_WRITE
- * and FLUSH will be two more rows, gated that way, and two more
- * builders).  ibv_post_send() checks opcodes against the same table.
+ * The opcodes (remu_wr_ops[]): what each QP type may post, which types
+ * may ask for its IBV_QP_EX_WITH_* flag at creation (the same, but for
+ * SEND_WITH_INV on UC: mlx5 and rxe accept the flag, IBA has no such UC
+ * packet, so remu refuses the WR), and, for an opcode the module must
+ * offer, the REMU_UCTX_* bit it announces (none needs one today; RDMA
+ * ATOMIC_WRITE and FLUSH will be two more rows, gated that way, and two
+ * more builders).  ibv_post_send() checks opcodes against the same table.
  *
  * Locking: the batch holds qp->sq_lock from ibv_wr_start() to
  * ibv_wr_complete()/ibv_wr_abort(); wr_cur, wr_start and wr_err are only
@@ -40,57 +42,61 @@
 #define RC_UC	(QPT(IBV_QPT_RC) | QPT(IBV_QPT_UC))
 #define ALL	(RC_UC | QPT(IBV_QPT_UD))
 
+#define RC	QPT(IBV_QPT_RC)
+
 static const struct remu_wr_op {
 	uint64_t send_op;		/* IBV_QP_EX_WITH_* */
 	enum ibv_wr_opcode opcode;
-	uint32_t qp_types;		/* QPT() of the types that may post it */
+	uint32_t post_types;		/* QPT() of the types that may post it */
+	uint32_t ask_types;		/* ... that may ask for send_op */
 	uint32_t kernel_cap;		/* REMU_UCTX_* it needs, or 0 */
 } remu_wr_ops[] = {
-	{ IBV_QP_EX_WITH_SEND, IBV_WR_SEND, ALL, 0 },
-	{ IBV_QP_EX_WITH_SEND_WITH_IMM, IBV_WR_SEND_WITH_IMM, ALL, 0 },
-	{ IBV_QP_EX_WITH_SEND_WITH_INV, IBV_WR_SEND_WITH_INV, QPT(IBV_QPT_RC), 0 },
-	{ IBV_QP_EX_WITH_RDMA_WRITE, IBV_WR_RDMA_WRITE, RC_UC, 0 },
-	{ IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_WRITE_WITH_IMM, RC_UC, 0 },
-	{ IBV_QP_EX_WITH_RDMA_READ, IBV_WR_RDMA_READ, QPT(IBV_QPT_RC), 0 },
+	{ IBV_QP_EX_WITH_SEND, IBV_WR_SEND, ALL, ALL, 0 },
+	{ IBV_QP_EX_WITH_SEND_WITH_IMM, IBV_WR_SEND_WITH_IMM, ALL, ALL, 0 },
+	{ IBV_QP_EX_WITH_SEND_WITH_INV, IBV_WR_SEND_WITH_INV, RC, RC_UC, 0 },
+	{ IBV_QP_EX_WITH_RDMA_WRITE, IBV_WR_RDMA_WRITE, RC_UC, RC_UC, 0 },
+	{ IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_WRITE_WITH_IMM,
+	  RC_UC, RC_UC, 0 },
+	{ IBV_QP_EX_WITH_RDMA_READ, IBV_WR_RDMA_READ, RC, RC, 0 },
 	{ IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP, IBV_WR_ATOMIC_CMP_AND_SWP,
-	  QPT(IBV_QPT_RC), 0 },
+	  RC, RC, 0 },
 	{ IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD, IBV_WR_ATOMIC_FETCH_AND_ADD,
-	  QPT(IBV_QPT_RC), 0 },
-	{ IBV_QP_EX_WITH_LOCAL_INV, IBV_WR_LOCAL_INV, RC_UC, 0 },
-	{ IBV_QP_EX_WITH_BIND_MW, IBV_WR_BIND_MW, RC_UC, 0 },
+	  RC, RC, 0 },
+	{ IBV_QP_EX_WITH_LOCAL_INV, IBV_WR_LOCAL_INV, RC_UC, RC_UC, 0 },
+	{ IBV_QP_EX_WITH_BIND_MW, IBV_WR_BIND_MW, RC_UC, RC_UC, 0 },
 };
 
 #define NR_WR_OPS (sizeof(remu_wr_ops) / sizeof(remu_wr_ops[0]))
 
-/* May a QP of @type on @ctx post @op? */
+/* Is a QP of @type, one of @types, on @ctx, offered @op? */
 static int remu_wr_op_ok(struct ibv_context *ctx, enum ibv_qp_type type,
-			 const struct remu_wr_op *op)
+			 uint32_t types, const struct remu_wr_op *op)
 {
-	return (unsigned int)type < 32 && (op->qp_types & QPT(type)) &&
+	return (unsigned int)type < 32 && (types & QPT(type)) &&
 	       (to_rctx(ctx)->kernel_caps & op->kernel_cap) == op->kernel_cap;
 }
 
 /* 1 << IBV_WR_* of each opcode a QP of @type may post (struct remu_qp) */
 uint32_t remu_qp_op_mask(struct ibv_context *ctx, enum ibv_qp_type type)
 {
+	const struct remu_wr_op *op;
 	uint32_t mask = 0;
-	size_t i;
 
-	for (i = 0; i < NR_WR_OPS; i++)
-		if (remu_wr_op_ok(ctx, type, &remu_wr_ops[i]))
-			mask |= 1u << remu_wr_ops[i].opcode;
+	for (op = remu_wr_ops; op < remu_wr_ops + NR_WR_OPS; op++)
+		if (remu_wr_op_ok(ctx, type, op->post_types, op))
+			mask |= 1u << op->opcode;
 	return mask;
 }
 
-/* Can a QP of @type do every IBV_QP_EX_WITH_* in @ops? (mlx5: EOPNOTSUPP) */
+/* May a QP of @type ask for every IBV_QP_EX_WITH_* in @ops? */
 static int remu_send_ops_ok(struct ibv_context *ctx, enum ibv_qp_type type,
 			    uint64_t ops)
 {
-	size_t i;
+	const struct remu_wr_op *op;
 
-	for (i = 0; i < NR_WR_OPS; i++)
-		if (remu_wr_op_ok(ctx, type, &remu_wr_ops[i]))
-			ops &= ~remu_wr_ops[i].send_op;
+	for (op = remu_wr_ops; op < remu_wr_ops + NR_WR_OPS; op++)
+		if (remu_wr_op_ok(ctx, type, op->ask_types, op))
+			ops &= ~op->send_op;
 	return !ops;
 }
 
