@@ -38,8 +38,8 @@ struct remu_cq {
 	struct remu_queue ring;
 	u8 notify;
 	bool overflowed;
-	bool inline_recv;	/* slots are struct remu_cqe_ext (fixed) */
-	bool timestamp;		/* slots end in struct remu_cqe_ts (fixed) */
+	bool inline_recv;	/* slots are struct remu_cqe_ext */
+	bool timestamp;		/* slots end in struct remu_cqe_ts */
 };
 
 /**

@@ -281,7 +281,7 @@ int remu_query_rt_values(struct ibv_context *ctx, struct ibv_values_ex *values)
 	if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
 		clock_gettime(CLOCK_MONOTONIC_RAW, &now);
 		values->raw_clock.tv_sec = 0;
-		values->raw_clock.tv_nsec = (uint64_t)now.tv_sec * 1000000000ull +
+		values->raw_clock.tv_nsec = now.tv_sec * 1000000000L +
 					    now.tv_nsec;
 	}
 	return 0;

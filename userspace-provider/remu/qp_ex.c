@@ -47,7 +47,7 @@
 static const struct remu_wr_op {
 	uint64_t send_op;		/* IBV_QP_EX_WITH_* */
 	enum ibv_wr_opcode opcode;
-	uint32_t post_types;		/* QPT() of the types that may post it */
+	uint32_t post_types;		/* QPT()s of the types that post it */
 	uint32_t ask_types;		/* ... that may ask for send_op */
 	uint32_t kernel_cap;		/* REMU_UCTX_* it needs, or 0 */
 } remu_wr_ops[] = {
