@@ -23,6 +23,13 @@
  * RETRY_EXC_ERR with the wire cut, and a duplicate atomic after RESET
  * answered with the new connection's result (remu_netem_test.sh).
  *
+ * Every fixture runs each test through both verbs APIs: variants
+ * remu0_remu1 and loopback post with ibv_post_send() and poll with
+ * ibv_poll_cq(); remu0_remu1_ex and loopback_ex make their QPs and CQs
+ * with ibv_create_qp_ex()/ibv_create_cq_ex() and post and poll through
+ * ibv_wr_* and ibv_start_poll() (remu_use_ex: remu_post_list() and
+ * remu_poll_cq() in remu_verbs_lib.h), with the same checks.
+ *
  * Fixtures uc and ud do the same for the other transports: UC SEND,
  * SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM (0 B to 1 MiB) and
  * inline sends, READ/atomics refused at post, a WRITE to a bad rkey
@@ -62,7 +69,7 @@ static int side_open(struct side *s, const char *dev, enum ibv_qp_type type)
 
 	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
 	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
-	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
+	s->cq = s->pd ? remu_create_cq(s->ctx, 64) : NULL;
 	s->buf = aligned_alloc(4096, BUF_SIZE);
 	if (!s->cq || !s->buf)
 		return -1;
@@ -70,7 +77,7 @@ static int side_open(struct side *s, const char *dev, enum ibv_qp_type type)
 			   IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
 			   IBV_ACCESS_REMOTE_ATOMIC);
 	s->qp = s->mr ? remu_create_qp(s->pd, s->cq, type, &cap) : NULL;
-	s->cq2 = s->qp ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
+	s->cq2 = s->qp ? remu_create_cq(s->ctx, 64) : NULL;
 	s->qp2 = s->cq2 ? remu_create_qp(s->pd, s->cq2, type, &cap) : NULL;
 	return s->qp2 ? 0 : -1;
 }
@@ -189,13 +196,19 @@ FIXTURE(dp) {
 
 FIXTURE_VARIANT(dp) {
 	const char *dev_a, *dev_b;
+	bool ex;	/* the extended verbs (remu_use_ex) */
 };
 
 FIXTURE_VARIANT_ADD(dp, remu0_remu1) { .dev_a = "remu0", .dev_b = "remu1" };
 FIXTURE_VARIANT_ADD(dp, loopback) { .dev_a = "remu0", .dev_b = "remu0" };
+FIXTURE_VARIANT_ADD(dp, remu0_remu1_ex) {
+	.dev_a = "remu0", .dev_b = "remu1", .ex = true };
+FIXTURE_VARIANT_ADD(dp, loopback_ex) {
+	.dev_a = "remu0", .dev_b = "remu0", .ex = true };
 
 FIXTURE_SETUP(dp)
 {
+	remu_use_ex = variant->ex;
 	memset(&self->a, 0, sizeof(self->a));
 	memset(&self->b, 0, sizeof(self->b));
 	ASSERT_EQ(0, side_open(&self->a, variant->dev_a, IBV_QPT_RC));
@@ -229,7 +242,7 @@ TEST_F(dp, send_recv)
 		fill_sges(ss, i);
 		memset(self->b.buf, 0xee, BUF_SIZE);
 		ASSERT_EQ(0, ibv_post_recv(self->b.qp, &rwr, &bad_r));
-		ASSERT_EQ(0, ibv_post_send(self->a.qp, &swr, &bad_s));
+		ASSERT_EQ(0, remu_post_list(self->a.qp, &swr, &bad_s));
 		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
 		EXPECT_EQ(200 + i, wc.wr_id);
 		EXPECT_EQ(IBV_WC_SEND, wc.opcode);
@@ -263,7 +276,7 @@ TEST_F(dp, rdma_write)
 		rs[2] = (struct ibv_sge){ 0, 0, 0 };
 		swr.wr.rdma.remote_addr = rs[0].addr;
 		swr.wr.rdma.rkey = self->b.mr->rkey;
-		ASSERT_EQ(0, ibv_post_send(self->a.qp, &swr, &bad_s));
+		ASSERT_EQ(0, remu_post_list(self->a.qp, &swr, &bad_s));
 		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
 		EXPECT_EQ(IBV_WC_RDMA_WRITE, wc.opcode);
 		EXPECT_EQ(-1, cmp_sges(ss, rs)) TH_LOG("len %u", lens[i]);
@@ -293,7 +306,7 @@ TEST_F(dp, rdma_read)
 		fill_sges(rs, 11 + i);
 		swr.wr.rdma.remote_addr = rs[0].addr;
 		swr.wr.rdma.rkey = self->b.mr->rkey;
-		ASSERT_EQ(0, ibv_post_send(self->a.qp, &swr, &bad_s));
+		ASSERT_EQ(0, remu_post_list(self->a.qp, &swr, &bad_s));
 		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
 		EXPECT_EQ(IBV_WC_RDMA_READ, wc.opcode);
 		EXPECT_EQ(-1, cmp_sges(rs, ls)) TH_LOG("len %u", lens[i]);
@@ -997,8 +1010,8 @@ TEST_F(dp, rnr_retry)
 	memset(self->b.buf, 0xee, BUF_SIZE);
 	ASSERT_EQ(0, post1(self->a.qp, &swr));
 	nanosleep(&d, NULL);
-	EXPECT_EQ(0, ibv_poll_cq(self->a.cq, 1, &wc));
-	EXPECT_EQ(0, ibv_poll_cq(self->b.cq, 1, &wc));
+	EXPECT_EQ(0, remu_poll_cq(self->a.cq, 1, &wc));
+	EXPECT_EQ(0, remu_poll_cq(self->b.cq, 1, &wc));
 	ASSERT_EQ(0, post_recv1(self->b.qp, 12, rs, 3));
 	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
 	EXPECT_EQ(11, wc.wr_id);
@@ -1109,12 +1122,12 @@ TEST_F(dp, rnr_stream)
 			}
 			next_recv = remu_now() + 0.03;
 		}
-		if (ibv_poll_cq(self->a.cq, 1, &wc) == 1) {
+		if (remu_poll_cq(self->a.cq, 1, &wc) == 1) {
 			ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
 			ASSERT_EQ(1000 + sent, wc.wr_id);
 			sent++;
 		}
-		if (ibv_poll_cq(self->b.cq, 1, &wc) == 1) {
+		if (remu_poll_cq(self->b.cq, 1, &wc) == 1) {
 			ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
 			ASSERT_EQ(2000 + rdone, wc.wr_id);
 			ASSERT_EQ(rnr_len(rdone), wc.byte_len);
@@ -1216,7 +1229,7 @@ TEST_F(dp, outage_timer)
 	ASSERT_EQ(0, wire_cut(1));
 	st = post1(self->a.qp, &swr);
 	nanosleep(&d, NULL);
-	n = ibv_poll_cq(self->a.cq, 1, &wc);
+	n = remu_poll_cq(self->a.cq, 1, &wc);
 	ASSERT_EQ(0, wire_cut(0));
 	ASSERT_EQ(0, st);
 	EXPECT_EQ(0, n);
@@ -1311,7 +1324,7 @@ TEST_F(dp, atomic_replay_after_reset)
 	ASSERT_EQ(0, remu_sh("ip netns exec peer tc qdisc replace dev v1 root netem loss 100%"));
 	st = post1(self->a.qp, &wr);
 	nanosleep(&d, NULL);
-	n = ibv_poll_cq(self->a.cq, 1, &wc);
+	n = remu_poll_cq(self->a.cq, 1, &wc);
 	ASSERT_EQ(0, remu_sh("ip netns exec peer tc qdisc del dev v1 root"));
 	ASSERT_EQ(0, st);
 	EXPECT_EQ(0, n);
@@ -1512,7 +1525,7 @@ static int cq_quiet(struct ibv_cq *cq)
 	struct ibv_wc wc;
 
 	nanosleep(&d, NULL);
-	return ibv_poll_cq(cq, 1, &wc);
+	return remu_poll_cq(cq, 1, &wc);
 }
 
 /*
@@ -1633,13 +1646,19 @@ FIXTURE(uc) {
 
 FIXTURE_VARIANT(uc) {
 	const char *dev_a, *dev_b;
+	bool ex;	/* the extended verbs (remu_use_ex) */
 };
 
 FIXTURE_VARIANT_ADD(uc, remu0_remu1) { .dev_a = "remu0", .dev_b = "remu1" };
 FIXTURE_VARIANT_ADD(uc, loopback) { .dev_a = "remu0", .dev_b = "remu0" };
+FIXTURE_VARIANT_ADD(uc, remu0_remu1_ex) {
+	.dev_a = "remu0", .dev_b = "remu1", .ex = true };
+FIXTURE_VARIANT_ADD(uc, loopback_ex) {
+	.dev_a = "remu0", .dev_b = "remu0", .ex = true };
 
 FIXTURE_SETUP(uc)
 {
+	remu_use_ex = variant->ex;
 	memset(&self->a, 0, sizeof(self->a));
 	memset(&self->b, 0, sizeof(self->b));
 	ASSERT_EQ(0, side_open(&self->a, variant->dev_a, IBV_QPT_UC));
@@ -1862,7 +1881,7 @@ TEST_F(uc, refuses_read_atomic)
 		wr.wr.atomic.rkey = self->b.mr->rkey;
 		wr.wr.atomic.compare_add = 1;
 		bad = NULL;
-		EXPECT_EQ(EINVAL, ibv_post_send(self->a.qp, &wr, &bad))
+		EXPECT_EQ(EINVAL, remu_post_list(self->a.qp, &wr, &bad))
 			TH_LOG("opcode %d", bad_ops[i]);
 		EXPECT_EQ(&wr, bad);
 	}
@@ -2020,13 +2039,19 @@ FIXTURE(ud) {
 
 FIXTURE_VARIANT(ud) {
 	const char *dev_a, *dev_b;
+	bool ex;	/* the extended verbs (remu_use_ex) */
 };
 
 FIXTURE_VARIANT_ADD(ud, remu0_remu1) { .dev_a = "remu0", .dev_b = "remu1" };
 FIXTURE_VARIANT_ADD(ud, loopback) { .dev_a = "remu0", .dev_b = "remu0" };
+FIXTURE_VARIANT_ADD(ud, remu0_remu1_ex) {
+	.dev_a = "remu0", .dev_b = "remu1", .ex = true };
+FIXTURE_VARIANT_ADD(ud, loopback_ex) {
+	.dev_a = "remu0", .dev_b = "remu0", .ex = true };
 
 FIXTURE_SETUP(ud)
 {
+	remu_use_ex = variant->ex;
 	memset(&self->a, 0, sizeof(self->a));
 	memset(&self->b, 0, sizeof(self->b));
 	self->ah_ab = NULL;
@@ -2301,7 +2326,7 @@ TEST_F(ud, refuses_rdma_atomic)
 		wr.wr.ud.remote_qpn = self->b.qp->qp_num;
 		wr.wr.ud.remote_qkey = UD_QKEY;
 		bad = NULL;
-		EXPECT_EQ(EINVAL, ibv_post_send(self->a.qp, &wr, &bad))
+		EXPECT_EQ(EINVAL, remu_post_list(self->a.qp, &wr, &bad))
 			TH_LOG("opcode %d", bad_ops[i]);
 		EXPECT_EQ(&wr, bad);
 	}

@@ -7,7 +7,9 @@
 # (loopback).  ibv_rc_pingpong also runs with -o (explicit ODP MR), -O
 # (implicit ODP MR) and -o -P (ODP with ibv_advise_mr prefetch), and with
 # -j, whose buffer is device memory (ibv_alloc_dm + ibv_reg_dm_mr, filled
-# and checked with ibv_memcpy_to/from_dm), the same three ways; a
+# and checked with ibv_memcpy_to/from_dm), and with -t (completion
+# timestamps: an ibv_create_cq_ex() CQ polled with ibv_start_poll()),
+# the same three ways each; a
 # "Couldn't prefetch" line fails the run.  A run passes when both sides
 # exit 0 and neither prints an "invalid data" line (-c only prints on a
 # mismatch).  Every program runs
@@ -21,7 +23,7 @@ repo=$(cd "$here/.." && pwd)
 
 progs=(rc uc ud srq)
 odp_opts=(-o -O "-o -P")
-ktap_header $(((${#progs[@]} + ${#odp_opts[@]}) * 3 + 3))
+ktap_header $(((${#progs[@]} + ${#odp_opts[@]}) * 3 + 6))
 "$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
 
 port=18515
@@ -68,4 +70,7 @@ done
 pp "rc_pingpong -j (device memory) remu0 -> remu1" rc peer remu1 "" remu0 10.77.0.2 -j
 pp "rc_pingpong -j (device memory) remu1 -> remu0" rc "" remu0 peer remu1 10.77.0.1 -j
 pp "rc_pingpong -j (device memory) loopback remu0" rc "" remu0 "" remu0 10.77.0.1 -j
+pp "rc_pingpong -t (timestamps) remu0 -> remu1" rc peer remu1 "" remu0 10.77.0.2 -t
+pp "rc_pingpong -t (timestamps) remu1 -> remu0" rc "" remu0 peer remu1 10.77.0.1 -t
+pp "rc_pingpong -t (timestamps) loopback remu0" rc "" remu0 "" remu0 10.77.0.1 -t
 ktap_finished

@@ -15,10 +15,6 @@
  */
 #include <arpa/inet.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/ptrace.h>
-#include <sys/syscall.h>
-#include <sys/user.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -1043,17 +1039,11 @@ TEST_F(q, cleanup_on_process_exit)
 }
 
 /*
- * The fast path, counted with ptrace: the traced child brackets each
- * measured window with getppid() calls; the tracer counts every other
- * system call inside a window, and the write()s among them.
+ * The fast path, counted with ptrace (remu_count_syscalls()): the child
+ * brackets each measured window with remu_mark() calls.
  */
 #define WINDOWS 5
 #define BURST 1000
-
-static void mark(void)
-{
-	syscall(SYS_getppid);
-}
 
 static int fast_path_child(void)
 {
@@ -1082,16 +1072,16 @@ static int fast_path_child(void)
 		swr[i].next = i < 15 ? &swr[i + 1] : NULL;
 	}
 
-	mark();			/* window 0: 1000 post_recv */
+	remu_mark();			/* window 0: 1000 post_recv */
 	for (i = 0; i < BURST; i++)
 		if (post_recv(qp, i))
 			return 4;
-	mark();
+	remu_mark();
 
 	if (to_state(qp, IBV_QPS_ERR))	/* flushes the 1000, synchronously */
 		return 5;
 
-	mark();			/* window 1: poll the 1000 */
+	remu_mark();			/* window 1: poll the 1000 */
 	for (got = 0; got < BURST;) {
 		int n = ibv_poll_cq(cq, 64, wc);
 
@@ -1102,16 +1092,16 @@ static int fast_path_child(void)
 				   wc[i].status != IBV_WC_WR_FLUSH_ERR;
 		got += n;
 	}
-	mark();
+	remu_mark();
 	if (got != BURST || bad_ids)
 		return 6;
 
-	mark();			/* window 2: a list of 16 sends, one doorbell */
+	remu_mark();			/* window 2: a list of 16 sends, one doorbell */
 	if (ibv_post_send(qp, swr, &bad))
 		return 7;
-	mark();
+	remu_mark();
 
-	mark();			/* window 3: spin-poll their flush */
+	remu_mark();			/* window 3: spin-poll their flush */
 	for (got = 0, spin = 0; got < 16 && spin < 400000000L; spin++) {
 		int n = ibv_poll_cq(cq, 16 - got, wc + got);
 
@@ -1119,14 +1109,14 @@ static int fast_path_child(void)
 			break;
 		got += n;
 	}
-	mark();
+	remu_mark();
 	if (got != 16)
 		return 8;
 	for (i = 0; i < 16; i++)
 		if (wc[i].wr_id != (uint64_t)(5000 + i))
 			return 9;
 
-	mark();			/* window 4: 1000 single sends */
+	remu_mark();			/* window 4: 1000 single sends */
 	for (i = 0; i < BURST; i++) {
 		swr[15].wr_id = i;
 		if (ibv_post_send(qp, &swr[15], &bad))
@@ -1135,57 +1125,18 @@ static int fast_path_child(void)
 			while (ibv_poll_cq(cq, 64, wc) > 0)
 				;
 	}
-	mark();
+	remu_mark();
 	return 0;
 }
 
 TEST(fast_path_syscalls)
 {
 	long calls[WINDOWS] = {}, writes[WINDOWS] = {};
-	int status, in_sys = 0, win = -1, nwin = 0;
-	struct user_regs_struct regs;
-	pid_t pid;
+	int status;
 
-	pid = fork();
-	ASSERT_LE(0, pid);
-	if (!pid) {
-		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL))
-			_exit(100);
-		raise(SIGSTOP);
-		_exit(fast_path_child());
-	}
-	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	ASSERT_TRUE(WIFSTOPPED(status));
-	ASSERT_EQ(0, ptrace(PTRACE_SETOPTIONS, pid, NULL,
-			    (void *)(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)));
-	for (;;) {
-		ASSERT_EQ(0, ptrace(PTRACE_SYSCALL, pid, NULL, NULL));
-		ASSERT_EQ(pid, waitpid(pid, &status, 0));
-		if (WIFEXITED(status) || WIFSIGNALED(status))
-			break;
-		if (!WIFSTOPPED(status) || WSTOPSIG(status) != (SIGTRAP | 0x80))
-			continue;
-		in_sys = !in_sys;
-		if (!in_sys)	/* syscall exit */
-			continue;
-		ASSERT_EQ(0, ptrace(PTRACE_GETREGS, pid, NULL, &regs));
-		if (regs.orig_rax == SYS_getppid) {
-			if (win >= 0) {
-				win = -1;
-			} else {
-				ASSERT_LT(nwin, WINDOWS);
-				win = nwin++;
-			}
-			continue;
-		}
-		if (win >= 0) {
-			calls[win]++;
-			writes[win] += regs.orig_rax == SYS_write;
-		}
-	}
-	ASSERT_TRUE(WIFEXITED(status));
-	ASSERT_EQ(0, WEXITSTATUS(status));
-	ASSERT_EQ(WINDOWS, nwin);
+	ASSERT_EQ(WINDOWS, remu_count_syscalls(fast_path_child, WINDOWS, calls,
+					       writes, &status))
+		TH_LOG("child wait status %#x", status);
 	EXPECT_EQ(0, calls[0]) TH_LOG("%d post_recv", BURST);
 	EXPECT_EQ(0, calls[1]) TH_LOG("polling %d completions", BURST);
 	EXPECT_EQ(1, calls[2]) TH_LOG("post_send of 16 WRs");

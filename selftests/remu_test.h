@@ -1,17 +1,23 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * remu_test.h - helpers shared by the remu selftests: finding and opening
- * a device by name, reading remu's object counters from debugfs, and
- * running a shell command from a test; the verbs helpers are in
+ * a device by name, reading remu's object counters from debugfs,
+ * running a shell command from a test, and counting a child's system
+ * calls with ptrace (the fast-path tests); the verbs helpers are in
  * remu_verbs_lib.h, included from here.  Header-only so each test binary
  * stays a single .c file.
  */
 #ifndef REMU_TEST_H
 #define REMU_TEST_H
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
 #include <sys/wait.h>
 #include <infiniband/verbs.h>
 
@@ -91,6 +97,79 @@ static inline int remu_provider_loaded(void)
 			found = 1;
 	fclose(f);
 	return found;
+}
+
+/*
+ * System calls counted with ptrace: remu_count_syscalls() runs @child in
+ * a traced child process, which brackets each measured window with two
+ * remu_mark() calls (getppid(), not counted); every other system call in
+ * window i is counted in @calls[i], the write()s among them (libremu's
+ * doorbell, the verbs commands) in @writes[i] too.  Both arrays have
+ * @max entries, zeroed by the caller.  Return: the number of windows, or
+ * -1 when the tracing failed, the child did not exit with status 0 (its
+ * wait status in *@status) or opened more than @max windows.
+ */
+static inline void remu_mark(void)
+{
+	syscall(SYS_getppid);
+}
+
+static inline int remu_count_syscalls(int (*child)(void), int max,
+				      long *calls, long *writes, int *status)
+{
+	int in_sys = 0, win = -1, nwin = 0;
+	struct user_regs_struct regs;
+	pid_t pid;
+
+	*status = -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (!pid) {
+		if (ptrace(PTRACE_TRACEME, 0, NULL, NULL))
+			_exit(100);
+		raise(SIGSTOP);
+		_exit(child());
+	}
+	if (waitpid(pid, status, 0) != pid || !WIFSTOPPED(*status) ||
+	    ptrace(PTRACE_SETOPTIONS, pid, NULL,
+		   (void *)(PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL)))
+		goto kill;
+	for (;;) {
+		if (ptrace(PTRACE_SYSCALL, pid, NULL, NULL) ||
+		    waitpid(pid, status, 0) != pid)
+			goto kill;
+		if (WIFEXITED(*status) || WIFSIGNALED(*status))
+			break;
+		if (!WIFSTOPPED(*status) || WSTOPSIG(*status) != (SIGTRAP | 0x80))
+			continue;
+		in_sys = !in_sys;
+		if (!in_sys)	/* syscall exit */
+			continue;
+		if (ptrace(PTRACE_GETREGS, pid, NULL, &regs))
+			goto kill;
+		if (regs.orig_rax == SYS_getppid) {
+			if (win >= 0) {
+				win = -1;
+			} else {
+				if (nwin == max)
+					goto kill;
+				win = nwin++;
+			}
+			continue;
+		}
+		if (win >= 0) {
+			calls[win]++;
+			writes[win] += regs.orig_rax == SYS_write;
+		}
+	}
+	if (!WIFEXITED(*status) || WEXITSTATUS(*status))
+		return -1;
+	return nwin;
+kill:
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return -1;
 }
 
 #include "remu_verbs_lib.h"

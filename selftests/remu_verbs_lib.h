@@ -7,6 +7,10 @@
  * closing objects, waiting for one completion with a timeout, posting one
  * WR, comparing buffers, reading sysfs numbers and a port's hw_counters,
  * and reading asynchronous events (the next one; the device's fatal event).
+ * The extended verbs: a CQ and a QP made with ibv_create_cq_ex() /
+ * ibv_create_qp_ex(), a send WR list posted through ibv_wr_*, and
+ * ibv_poll_cq()'s answer read through ibv_start_poll() (so that a test of
+ * the old API runs through the new one unchanged).
  *
  * Header-only (static inline) so that every program stays one .c file;
  * remu_test.h includes it.  No kselftest ASSERT/EXPECT in here: the tools
@@ -159,7 +163,228 @@ static inline int remu_close_objs(struct ibv_qp *qp, struct ibv_srq *srq,
 	return err ? -1 : 0;
 }
 
-/* A QP of @type on @pd with @cq for both queues and the capacities @cap. */
+/*
+ * Which verbs remu_create_qp(), remu_create_cq(), remu_post_list() and
+ * remu_poll_cq() use, and through them remu_post_send(), remu_poll_one(),
+ * remu_run_wr() and remu_rdma1(): false (the default), ibv_create_qp(),
+ * ibv_create_cq(), ibv_post_send() and ibv_poll_cq(); true, the extended
+ * verbs (ibv_create_qp_ex() with every send op, ibv_create_cq_ex() with
+ * REMU_WC_STANDARD, ibv_wr_*, ibv_start_poll()).  A program sets it
+ * before it makes its QPs and CQs (remu_datapath_test's *_ex variants).
+ */
+static bool remu_use_ex;
+
+/* every send op of each QP type (what ibv_post_send() can post there) */
+#define REMU_SEND_OPS_UD	(IBV_QP_EX_WITH_SEND | \
+				 IBV_QP_EX_WITH_SEND_WITH_IMM)
+#define REMU_SEND_OPS_UC	(REMU_SEND_OPS_UD | \
+				 IBV_QP_EX_WITH_RDMA_WRITE | \
+				 IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+				 IBV_QP_EX_WITH_LOCAL_INV | \
+				 IBV_QP_EX_WITH_BIND_MW)
+#define REMU_SEND_OPS_RC	(REMU_SEND_OPS_UC | \
+				 IBV_QP_EX_WITH_SEND_WITH_INV | \
+				 IBV_QP_EX_WITH_RDMA_READ | \
+				 IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
+				 IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+static inline uint64_t remu_send_ops(enum ibv_qp_type type)
+{
+	return type == IBV_QPT_RC ? REMU_SEND_OPS_RC :
+	       type == IBV_QPT_UC ? REMU_SEND_OPS_UC : REMU_SEND_OPS_UD;
+}
+
+/*
+ * A QP of @type on @pd made by ibv_create_qp_ex() with every send op of
+ * its type (an ibv_qp_ex: ibv_qp_to_qp_ex() works), @cq for both queues.
+ */
+static inline struct ibv_qp *remu_create_qp_ex(struct ibv_pd *pd,
+					       struct ibv_cq *cq,
+					       enum ibv_qp_type type,
+					       const struct ibv_qp_cap *cap)
+{
+	struct ibv_qp_init_attr_ex ia = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = type, .cap = *cap,
+		.comp_mask = IBV_QP_INIT_ATTR_PD |
+			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = pd, .send_ops_flags = remu_send_ops(type),
+	};
+
+	return ibv_create_qp_ex(pd->context, &ia);
+}
+
+/* the standard fields of ibv_poll_cq()'s struct ibv_wc */
+#define REMU_WC_STANDARD	(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | \
+				 IBV_WC_EX_WITH_QP_NUM | \
+				 IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | \
+				 IBV_WC_EX_WITH_SL | \
+				 IBV_WC_EX_WITH_DLID_PATH_BITS)
+
+/*
+ * A CQ of @cqe entries made by ibv_create_cq_ex() with @wc_flags, as an
+ * ibv_cq (ibv_poll_cq() works on it too); NULL with errno set on failure.
+ */
+static inline struct ibv_cq *remu_create_cq_ex(struct ibv_context *ctx,
+					       int cqe, uint64_t wc_flags)
+{
+	struct ibv_cq_init_attr_ex ca = { .cqe = cqe, .wc_flags = wc_flags };
+	struct ibv_cq_ex *cqx = ibv_create_cq_ex(ctx, &ca);
+
+	return cqx ? ibv_cq_ex_to_cq(cqx) : NULL;
+}
+
+/* @cq, made by ibv_create_cq_ex(), as the ibv_cq_ex it is */
+static inline struct ibv_cq_ex *remu_cq_ex(struct ibv_cq *cq)
+{
+	return (struct ibv_cq_ex *)cq;
+}
+
+/*
+ * The list @wr posted on @qp (made with send ops) through ibv_wr_*: one
+ * ibv_wr_start(), the builder and setters of each WR, one
+ * ibv_wr_complete().  0, or ibv_wr_complete()'s errno with *@bad_wr at
+ * @wr (the API posts all or nothing).  IBV_SEND_INLINE sends the SGEs'
+ * bytes with ibv_wr_set_inline_data_list().
+ */
+static inline int remu_wr_post(struct ibv_qp *qp, struct ibv_send_wr *wr,
+			       struct ibv_send_wr **bad_wr)
+{
+	struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(qp);
+	struct ibv_data_buf bufs[32];
+	struct ibv_send_wr *w;
+	int i, ret;
+
+	if (!qx)
+		return EINVAL;
+	ibv_wr_start(qx);
+	for (w = wr; w; w = w->next) {
+		qx->wr_id = w->wr_id;
+		qx->wr_flags = w->send_flags;
+		switch (w->opcode) {
+		case IBV_WR_SEND:
+			ibv_wr_send(qx);
+			break;
+		case IBV_WR_SEND_WITH_IMM:
+			ibv_wr_send_imm(qx, w->imm_data);
+			break;
+		case IBV_WR_SEND_WITH_INV:
+			ibv_wr_send_inv(qx, w->invalidate_rkey);
+			break;
+		case IBV_WR_RDMA_WRITE:
+			ibv_wr_rdma_write(qx, w->wr.rdma.rkey,
+					  w->wr.rdma.remote_addr);
+			break;
+		case IBV_WR_RDMA_WRITE_WITH_IMM:
+			ibv_wr_rdma_write_imm(qx, w->wr.rdma.rkey,
+					      w->wr.rdma.remote_addr,
+					      w->imm_data);
+			break;
+		case IBV_WR_RDMA_READ:
+			ibv_wr_rdma_read(qx, w->wr.rdma.rkey,
+					 w->wr.rdma.remote_addr);
+			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+			ibv_wr_atomic_cmp_swp(qx, w->wr.atomic.rkey,
+					      w->wr.atomic.remote_addr,
+					      w->wr.atomic.compare_add,
+					      w->wr.atomic.swap);
+			break;
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			ibv_wr_atomic_fetch_add(qx, w->wr.atomic.rkey,
+						w->wr.atomic.remote_addr,
+						w->wr.atomic.compare_add);
+			break;
+		case IBV_WR_LOCAL_INV:
+			ibv_wr_local_inv(qx, w->invalidate_rkey);
+			continue;
+		case IBV_WR_BIND_MW:
+			ibv_wr_bind_mw(qx, w->bind_mw.mw, w->bind_mw.rkey,
+				       &w->bind_mw.bind_info);
+			continue;
+		default:
+			ibv_wr_abort(qx);
+			*bad_wr = wr;
+			return EINVAL;
+		}
+		if (qp->qp_type == IBV_QPT_UD)
+			ibv_wr_set_ud_addr(qx, w->wr.ud.ah, w->wr.ud.remote_qpn,
+					   w->wr.ud.remote_qkey);
+		if (!(w->send_flags & IBV_SEND_INLINE)) {
+			ibv_wr_set_sge_list(qx, w->num_sge, w->sg_list);
+			continue;
+		}
+		if (w->num_sge > 32) {
+			ibv_wr_abort(qx);
+			*bad_wr = wr;
+			return EINVAL;
+		}
+		for (i = 0; i < w->num_sge; i++) {
+			bufs[i].addr = (void *)(uintptr_t)w->sg_list[i].addr;
+			bufs[i].length = w->sg_list[i].length;
+		}
+		ibv_wr_set_inline_data_list(qx, w->num_sge, bufs);
+	}
+	ret = ibv_wr_complete(qx);
+	if (ret)
+		*bad_wr = wr;
+	return ret;
+}
+
+/*
+ * ibv_poll_cq() through the extended API: up to @ne completions of @cq
+ * (made by ibv_create_cq_ex()) into @wc, each field read with its
+ * ibv_wc_read_*() when the CQ has it (REMU_WC_STANDARD: all of them but
+ * pkey_index, which the extended API does not carry: 0).  The number
+ * read, or -(the errno) of ibv_start_poll()/ibv_next_poll().
+ */
+static inline int remu_poll_cq_ex(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
+{
+	struct ibv_poll_cq_attr pa = {};
+	struct ibv_cq_ex *cx = remu_cq_ex(cq);
+	int n = 0, ret;
+
+	if (ne <= 0)
+		return 0;
+	ret = ibv_start_poll(cx, &pa);
+	while (!ret) {
+		struct ibv_wc *w = &wc[n++];
+
+		memset(w, 0, sizeof(*w));
+		w->wr_id = cx->wr_id;
+		w->status = cx->status;
+		w->opcode = ibv_wc_read_opcode(cx);
+		w->vendor_err = ibv_wc_read_vendor_err(cx);
+		w->wc_flags = ibv_wc_read_wc_flags(cx);
+		if (cx->read_byte_len)
+			w->byte_len = ibv_wc_read_byte_len(cx);
+		if (cx->read_imm_data)
+			w->imm_data = ibv_wc_read_imm_data(cx);
+		if (cx->read_qp_num)
+			w->qp_num = ibv_wc_read_qp_num(cx);
+		if (cx->read_src_qp)
+			w->src_qp = ibv_wc_read_src_qp(cx);
+		if (cx->read_slid)
+			w->slid = ibv_wc_read_slid(cx);
+		if (cx->read_sl)
+			w->sl = ibv_wc_read_sl(cx);
+		if (cx->read_dlid_path_bits)
+			w->dlid_path_bits = ibv_wc_read_dlid_path_bits(cx);
+		if (n == ne)
+			break;
+		ret = ibv_next_poll(cx);
+	}
+	if (ret == ENOENT && !n)	/* start_poll found nothing */
+		return 0;
+	if (ret && ret != ENOENT && !n)
+		return -ret;		/* start_poll failed: no end_poll */
+	ibv_end_poll(cx);
+	return ret && ret != ENOENT ? -ret : n;
+}
+
+/*
+ * A QP of @type on @pd with @cq for both queues and the capacities @cap
+ * (with every send op when remu_use_ex).
+ */
 static inline struct ibv_qp *remu_create_qp(struct ibv_pd *pd,
 					    struct ibv_cq *cq,
 					    enum ibv_qp_type type,
@@ -169,7 +394,34 @@ static inline struct ibv_qp *remu_create_qp(struct ibv_pd *pd,
 		.send_cq = cq, .recv_cq = cq, .qp_type = type, .cap = *cap,
 	};
 
+	if (remu_use_ex)
+		return remu_create_qp_ex(pd, cq, type, cap);
 	return ibv_create_qp(pd, &ia);
+}
+
+/* A CQ of @cqe entries, no channel (REMU_WC_STANDARD when remu_use_ex). */
+static inline struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe)
+{
+	if (remu_use_ex)
+		return remu_create_cq_ex(ctx, cqe, REMU_WC_STANDARD);
+	return ibv_create_cq(ctx, cqe, NULL, NULL, 0);
+}
+
+/* Post the list @wr on @qp: 0 or the errno of the post, as ibv_post_send. */
+static inline int remu_post_list(struct ibv_qp *qp, struct ibv_send_wr *wr,
+				 struct ibv_send_wr **bad_wr)
+{
+	if (remu_use_ex)
+		return remu_wr_post(qp, wr, bad_wr);
+	return ibv_post_send(qp, wr, bad_wr);
+}
+
+/* Poll up to @ne completions of @cq into @wc, as ibv_poll_cq. */
+static inline int remu_poll_cq(struct ibv_cq *cq, int ne, struct ibv_wc *wc)
+{
+	if (remu_use_ex)
+		return remu_poll_cq_ex(cq, ne, wc);
+	return ibv_poll_cq(cq, ne, wc);
 }
 
 /* A global address vector on port 1 towards @dgid, hop limit 64. */
@@ -308,7 +560,7 @@ static inline int remu_end_open(struct remu_end *e, const char *dev,
 {
 	e->ctx = remu_open_port(dev, gid_index, &e->gid, &e->mtu);
 	e->pd = e->ctx ? ibv_alloc_pd(e->ctx) : NULL;
-	e->cq = e->pd ? ibv_create_cq(e->ctx, cqe, NULL, NULL, 0) : NULL;
+	e->cq = e->pd ? remu_create_cq(e->ctx, cqe) : NULL;
 	e->qp = e->cq ? remu_create_qp(e->pd, e->cq, IBV_QPT_RC, cap) : NULL;
 	return e->qp ? 0 : -1;
 }
@@ -351,19 +603,19 @@ static inline int remu_poll_one(struct ibv_cq *cq, struct ibv_wc *wc,
 	int n;
 
 	do {
-		n = ibv_poll_cq(cq, 1, wc);
+		n = remu_poll_cq(cq, 1, wc);
 		if (n)
 			return n < 0 ? -1 : (int)wc->status;
 	} while (remu_now() < end);
 	return -1;
 }
 
-/* Post the list @wr on @qp: 0 or the errno ibv_post_send returned. */
+/* Post the list @wr on @qp: 0 or the errno of the post. */
 static inline int remu_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad;
 
-	return ibv_post_send(qp, wr, &bad);
+	return remu_post_list(qp, wr, &bad);
 }
 
 /* Post one receive of @nsge SGEs, id @wr_id, on @qp: 0 or an errno. */

@@ -12,6 +12,13 @@
  * remu_cqe_ext for its whole life (resize keeps them), into which the
  * responder may put small receives (remu_cq_post_ext()).
  *
+ * Completion timestamps: a process's CQ created with
+ * REMU_CREATE_CQ_TIMESTAMP (libremu asks when ibv_create_cq_ex() wants a
+ * timestamp) has a struct remu_cqe_ts at the end of every slot, which
+ * remu_cq_post_slot() fills with the device clock and the wall clock as
+ * it writes the CQE, under cq->lock, so a CQ's stamps follow ring order.
+ * Other CQs read no clock.
+ *
  * Locking: cq->lock (spinlock, irqsave: kernel ULPs may poll and arm from
  * any context) protects the producer side of the ring, the arming state
  * and the overflow flag; for kernel CQs it also serialises poll_cq.  It
@@ -21,9 +28,20 @@
  * hardware interrupt handler would call them: they must not sleep.
  */
 #include <linux/log2.h>
+#include <linux/timekeeping.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "remu_qp.h"
+
+/* the slot size of @cq's format (remu-abi.h) */
+static u32 remu_cq_slot_size(const struct remu_cq *cq)
+{
+	u32 size = cq->inline_recv ? sizeof(struct remu_cqe_ext) :
+				     sizeof(struct remu_cqe);
+
+	BUILD_BUG_ON(sizeof(struct remu_cqe_ts) != REMU_CQE_TS_SIZE);
+	return cq->timestamp ? size + REMU_CQE_TS_SIZE : size;
+}
 
 /*
  * Ring a user CQ can use: all slots are usable (free-running indices),
@@ -36,9 +54,7 @@ static int remu_cq_ring_new(struct remu_cq *cq, struct remu_queue *q,
 	struct remu_ucontext *uc;
 	int err;
 
-	err = remu_queue_init(q, cqe, cq->inline_recv ?
-			      sizeof(struct remu_cqe_ext) :
-			      sizeof(struct remu_cqe),
+	err = remu_queue_init(q, cqe, remu_cq_slot_size(cq),
 			      udata ? REMU_RING_USER_CONSUMES : REMU_RING_KERNEL);
 	if (err)
 		return err;
@@ -66,9 +82,11 @@ static int remu_cq_parse_cmd(struct remu_cq *cq, struct ib_udata *udata)
 	err = ib_copy_from_udata(&cmd, udata, min(udata->inlen, sizeof(cmd)));
 	if (err)
 		return err;
-	if ((cmd.flags & ~REMU_CREATE_CQ_INLINE_RECV) || cmd.reserved)
+	if ((cmd.flags & ~(REMU_CREATE_CQ_INLINE_RECV |
+			   REMU_CREATE_CQ_TIMESTAMP)) || cmd.reserved)
 		return -EINVAL;
 	cq->inline_recv = cmd.flags & REMU_CREATE_CQ_INLINE_RECV;
+	cq->timestamp = cmd.flags & REMU_CREATE_CQ_TIMESTAMP;
 	return 0;
 }
 
@@ -81,7 +99,14 @@ int remu_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	struct remu_create_cq_resp resp = {};
 	int err;
 
-	if (attr->flags || attr->cqe < 1 || attr->cqe > REMU_MAX_CQE ||
+	/*
+	 * The core's TIMESTAMP_COMPLETION (libibverbs sets it for a CQ that
+	 * wants timestamps) is accepted as mlx5 does; the slot format that
+	 * carries them is remu's own flag.  IGNORE_OVERRUN is not offered.
+	 */
+	if (attr->flags & ~IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION)
+		return -EOPNOTSUPP;
+	if (attr->cqe < 1 || attr->cqe > REMU_MAX_CQE ||
 	    attr->comp_vector >= ibcq->device->num_comp_vectors)
 		return -EINVAL;
 	if (udata) {
@@ -267,7 +292,10 @@ int remu_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 	return ret;
 }
 
-/* copy @len bytes of @src into the next slot; see remu_cq_post() */
+/*
+ * copy @len bytes of @src into the next slot, and stamp it on a CQ with
+ * timestamps; see remu_cq_post()
+ */
 static int remu_cq_post_slot(struct remu_cq *cq, const void *src,
 			     size_t len, bool solicited)
 {
@@ -294,6 +322,13 @@ static int remu_cq_post_slot(struct remu_cq *cq, const void *src,
 		return -ENOSPC;
 	}
 	memcpy(slot, src, len);
+	if (cq->timestamp) {
+		struct remu_cqe_ts *ts = slot + cq->ring.slot_size -
+					 sizeof(*ts);
+
+		ts->ts = ktime_get_raw_ns();
+		ts->wallclock = ktime_get_real_ns();
+	}
 	remu_queue_produce(&cq->ring);
 	if (cq->notify == IB_CQ_NEXT_COMP ||
 	    (cq->notify == IB_CQ_SOLICITED && solicited)) {

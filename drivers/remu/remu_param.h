@@ -72,4 +72,11 @@
 #define REMU_MAX_SRQ_SGE	16
 #define REMU_MAX_AH		65536
 
+/*
+ * Completion timestamps (remu_cq.c): the device clock counts nanoseconds
+ * (CLOCK_MONOTONIC_RAW), so its frequency is 1 GHz; the mask is mlx5's.
+ */
+#define REMU_HCA_CORE_CLOCK_KHZ	1000000ULL
+#define REMU_TIMESTAMP_MASK	0x7fffffffffffffffULL
+
 #endif /* REMU_PARAM_H */

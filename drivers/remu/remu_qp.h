@@ -30,6 +30,7 @@ extern struct workqueue_struct *remu_wq;
  * @ring:	CQEs (struct remu_cqe)
  * @notify:	0, IB_CQ_SOLICITED or IB_CQ_NEXT_COMP: armed for an event
  * @overflowed:	a CQE was lost; IB_EVENT_CQ_ERR has been raised
+ * @inline_recv, @timestamp: the slot format, chosen at creation (remu-abi.h)
  */
 struct remu_cq {
 	struct ib_cq ib_cq;
@@ -37,7 +38,8 @@ struct remu_cq {
 	struct remu_queue ring;
 	u8 notify;
 	bool overflowed;
-	bool inline_recv;	/* slots are struct remu_cqe_ext (fixed) */
+	bool inline_recv;	/* slots are struct remu_cqe_ext */
+	bool timestamp;		/* slots end in struct remu_cqe_ts */
 };
 
 /**

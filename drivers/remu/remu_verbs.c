@@ -56,6 +56,9 @@ void remu_init_attr(struct remu_dev *rdev)
 	/* one lock per device serialises its atomics (remu_mr_atomic) */
 	a->atomic_cap = IB_ATOMIC_HCA;
 	a->masked_atomic_cap = IB_ATOMIC_NONE;
+	/* completion timestamps: the clock remu_cq.c stamps CQEs with */
+	a->hca_core_clock = REMU_HCA_CORE_CLOCK_KHZ;
+	a->timestamp_mask = REMU_TIMESTAMP_MASK;
 	addrconf_addr_eui48((unsigned char *)&a->sys_image_guid,
 			    rdev->ndev->dev_addr);
 
@@ -203,7 +206,7 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 {
 	struct remu_alloc_ucontext_resp resp = {
 		.abi_version = REMU_ABI_VERSION,
-		.comp_mask = REMU_UCTX_INLINE_RECV,
+		.comp_mask = REMU_UCTX_INLINE_RECV | REMU_UCTX_CQE_TIMESTAMP,
 	};
 	struct remu_ucontext *uc = to_remu_uc(uctx);
 	int err;

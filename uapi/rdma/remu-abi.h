@@ -32,6 +32,8 @@
 enum {
 	/* create_cq takes REMU_CREATE_CQ_INLINE_RECV (inline receive) */
 	REMU_UCTX_INLINE_RECV = 1 << 0,
+	/* create_cq takes REMU_CREATE_CQ_TIMESTAMP (completion timestamps) */
+	REMU_UCTX_CQE_TIMESTAMP = 1 << 1,
 };
 
 /* Response to ibv_open_device() (IB_USER_VERBS_CMD_GET_CONTEXT). */
@@ -217,12 +219,40 @@ struct remu_cqe_ext {
 	struct remu_cqe_sge sge[REMU_CQE_INLINE_SGES];
 };
 
+/*
+ * Completion timestamps.  A CQ created with REMU_CREATE_CQ_TIMESTAMP has
+ * slots REMU_CQE_TS_SIZE bytes larger than it would have without it (64 or
+ * 256: 128 or 320), and the last REMU_CQE_TS_SIZE bytes of every slot are
+ * a struct remu_cqe_ts, written by the kernel with the CQE, under the CQ's
+ * producer lock, so the stamps of one CQ never go backwards in ring order:
+ *   ts         the device clock when the CQE was written, in ns (the
+ *              device's hca_core_clock is 1000000 kHz, its timestamp_mask
+ *              all ones): the kernel's CLOCK_MONOTONIC_RAW, which the
+ *              provider reads for ibv_query_rt_values_ex() without a
+ *              system call;
+ *   wallclock  CLOCK_REALTIME at the same moment, in ns since the epoch.
+ * Both clocks are the initial time namespace's.  The rest is zero.
+ */
+struct remu_cqe_ts {
+	__aligned_u64 ts;
+	__aligned_u64 wallclock;
+	__aligned_u64 reserved[6];
+};
+
+#define REMU_CQE_TS_SIZE	64	/* sizeof(struct remu_cqe_ts) */
+
 /* remu_create_cq_cmd.flags */
 enum {
 	REMU_CREATE_CQ_INLINE_RECV = 1 << 0,	/* slots of remu_cqe_ext */
+	REMU_CREATE_CQ_TIMESTAMP = 1 << 1,	/* slots end in remu_cqe_ts */
 };
 
-/* Driver data of ibv_create_cq() (optional: absent means flags 0). */
+/*
+ * Driver data of ibv_create_cq() and ibv_create_cq_ex() (optional: absent
+ * means flags 0).  A flag is used only when the module offered it in
+ * remu_alloc_ucontext_resp.comp_mask; the response's slot_size is the
+ * format's (remu_cqe or remu_cqe_ext, plus REMU_CQE_TS_SIZE).
+ */
 struct remu_create_cq_cmd {
 	__u32 flags;		/* REMU_CREATE_CQ_* */
 	__u32 reserved;		/* 0 */

@@ -13,6 +13,10 @@
  * REMU_CREATE_CQ_INLINE_RECV; poll_cq then copies a small receive's data
  * from the CQE slot to the addresses the kernel checked and put there.
  *
+ * The extended verbs share all of this: ibv_create_cq_ex() and the
+ * ibv_start_poll() API are in cq_ex.c, ibv_create_qp_ex() and the
+ * ibv_wr_* API in qp_ex.c; a send WQE is filled through wqe.h either way.
+ *
  * Locking: one spinlock per ring (cq->lock, qp->sq_lock, qp->rq_lock,
  * srq->lock) serialises this process's threads on that ring's index.
  */
@@ -23,6 +27,7 @@
 
 #include "remu-abi.h"
 #include "remu.h"
+#include "wqe.h"
 
 /* ---- CQ ---- */
 
@@ -31,13 +36,41 @@
  * REMU_SCATTER_TO_CQE=0 when the CQ is created (the name follows mlx5's
  * MLX5_SCATTER_TO_CQE), and only when the module offers it.
  */
-static int remu_want_inline_recv(struct ibv_context *ctx)
+int remu_want_inline_recv(struct ibv_context *ctx)
 {
 	const char *env = getenv("REMU_SCATTER_TO_CQE");
 
 	if (!(to_rctx(ctx)->kernel_caps & REMU_UCTX_INLINE_RECV))
 		return 0;
 	return !env || strcmp(env, "0");
+}
+
+/* The slot size of @cq's format (remu-abi.h). */
+static uint32_t remu_cq_slot_size(const struct remu_cq *cq)
+{
+	uint32_t size = cq->inline_recv ? sizeof(struct remu_cqe_ext) :
+					  sizeof(struct remu_cqe);
+
+	return cq->timestamp ? size + REMU_CQE_TS_SIZE : size;
+}
+
+/*
+ * Map the ring the kernel created for @cq (inline_recv and timestamp set
+ * to what create_cq asked for): 0 or an errno (EPROTO when the slots are
+ * not of that format).
+ */
+int remu_cq_map(struct remu_cq *cq, struct ibv_context *ctx,
+		const struct remu_ring_info *info)
+{
+	if (info->slot_size != remu_cq_slot_size(cq))
+		return EPROTO;
+	return remu_uring_map(&cq->ring, ctx->cmd_fd, info, 0);
+}
+
+void remu_cq_free(struct remu_cq *cq)
+{
+	pthread_spin_destroy(&cq->lock);
+	free(cq);
 }
 
 struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe,
@@ -52,24 +85,23 @@ struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe,
 	if (!cq)
 		return NULL;
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
-	if (remu_want_inline_recv(ctx))
+	cq->inline_recv = remu_want_inline_recv(ctx);
+	if (cq->inline_recv)
 		cmd.flags = REMU_CREATE_CQ_INLINE_RECV;
-	ret = ibv_cmd_create_cq(ctx, cqe, channel, comp_vector, &cq->ibcq,
+	ret = ibv_cmd_create_cq(ctx, cqe, channel, comp_vector, &cq->vcq.cq,
 				&cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
 				sizeof(resp));
 	if (ret)
 		goto err_free;
-	ret = remu_uring_map(&cq->ring, ctx->cmd_fd, &resp.ring, 0);
+	ret = remu_cq_map(cq, ctx, &resp.ring);
 	if (ret) {
-		ibv_cmd_destroy_cq(&cq->ibcq);
+		ibv_cmd_destroy_cq(&cq->vcq.cq);
 		goto err_free;
 	}
-	cq->inline_recv = cq->ring.slot_size >= sizeof(struct remu_cqe_ext);
-	return &cq->ibcq;
+	return &cq->vcq.cq;
 
 err_free:
-	pthread_spin_destroy(&cq->lock);
-	free(cq);
+	remu_cq_free(cq);
 	errno = ret;
 	return NULL;
 }
@@ -83,8 +115,7 @@ int remu_destroy_cq(struct ibv_cq *ibcq)
 	if (ret)
 		return ret;
 	remu_uring_unmap(&cq->ring);
-	pthread_spin_destroy(&cq->lock);
-	free(cq);
+	remu_cq_free(cq);
 	return 0;
 }
 
@@ -103,17 +134,33 @@ int remu_resize_cq(struct ibv_cq *ibcq, int cqe)
 	pthread_spin_lock(&cq->lock);
 	ret = ibv_cmd_resize_cq(ibcq, cqe, &cmd, sizeof(cmd), &resp.ibv_resp,
 				sizeof(resp));
+	if (!ret && resp.ring.slot_size != remu_cq_slot_size(cq))
+		ret = EPROTO;
 	if (!ret) {
 		ret = remu_uring_map(&nr, ibcq->context->cmd_fd, &resp.ring, 0);
 		if (!ret) {
 			remu_uring_unmap(&cq->ring);
 			cq->ring = nr;
-			cq->inline_recv = cq->ring.slot_size >=
-					  sizeof(struct remu_cqe_ext);
 		}
 	}
 	pthread_spin_unlock(&cq->lock);
 	return ret;
+}
+
+/* The IBV_WC_* flags of @c (ibv_wc.wc_flags, ibv_wc_read_wc_flags()). */
+unsigned int remu_cqe_wc_flags(const struct remu_cqe *c)
+{
+	unsigned int f = 0;
+
+	if (c->flags & REMU_CQE_GRH)
+		f |= IBV_WC_GRH;
+	if (c->flags & REMU_CQE_WITH_IMM)
+		f |= IBV_WC_WITH_IMM;
+	if (c->flags & REMU_CQE_WITH_INV)
+		f |= IBV_WC_WITH_INV;
+	if (c->flags & REMU_CQE_IP_CSUM_OK)
+		f |= IBV_WC_IP_CSUM_OK;
+	return f;
 }
 
 static void remu_cqe_to_wc(const struct remu_cqe *c, struct ibv_wc *wc)
@@ -126,15 +173,7 @@ static void remu_cqe_to_wc(const struct remu_cqe *c, struct ibv_wc *wc)
 	wc->imm_data = c->ex_data;	/* also invalidated_rkey */
 	wc->qp_num = c->qp_num;
 	wc->src_qp = c->src_qp;
-	wc->wc_flags = 0;
-	if (c->flags & REMU_CQE_GRH)
-		wc->wc_flags |= IBV_WC_GRH;
-	if (c->flags & REMU_CQE_WITH_IMM)
-		wc->wc_flags |= IBV_WC_WITH_IMM;
-	if (c->flags & REMU_CQE_WITH_INV)
-		wc->wc_flags |= IBV_WC_WITH_INV;
-	if (c->flags & REMU_CQE_IP_CSUM_OK)
-		wc->wc_flags |= IBV_WC_IP_CSUM_OK;
+	wc->wc_flags = remu_cqe_wc_flags(c);
 	wc->pkey_index = c->pkey_index;
 	wc->slid = c->slid;
 	wc->sl = c->sl;
@@ -147,7 +186,7 @@ static void remu_cqe_to_wc(const struct remu_cqe *c, struct ibv_wc *wc)
  * slot is in memory the process can write, so take nothing for granted
  * that only bounds this process's own damage.
  */
-static void remu_cqe_place(const struct remu_cqe_ext *x)
+void remu_cqe_place(const struct remu_cqe_ext *x)
 {
 	uint32_t n = x->cqe.inline_sges, off = 0, i;
 
@@ -193,11 +232,47 @@ int remu_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 
 /* ---- QP ---- */
 
-struct ibv_qp *remu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+/*
+ * CREATE_QP for @qp: the extended command when @attr has creation flags
+ * (which the kernel judges), the plain one otherwise; remu's part of the
+ * response in @drv.  0 or an errno.
+ */
+static int remu_cmd_qp(struct ibv_context *ctx, struct remu_qp *qp,
+		       struct ibv_qp_init_attr_ex *attr,
+		       struct remu_create_qp_resp *drv)
 {
-	struct remu_cmd_create_qp_resp resp = {};
-	struct remu_cmd_create_qp cmd = {};
-	int fd = pd->context->cmd_fd;
+	int ret;
+
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) {
+		struct remu_cmd_create_qp_ex_resp resp = {};
+		struct remu_cmd_create_qp_ex cmd = {};
+
+		ret = ibv_cmd_create_qp_ex2(ctx, &qp->vqp, attr, &cmd.ibv_cmd,
+					    sizeof(cmd), &resp.ibv_resp,
+					    sizeof(resp));
+		*drv = resp.drv_payload;
+	} else {
+		struct remu_cmd_create_qp_resp resp = {};
+		struct remu_cmd_create_qp cmd = {};
+
+		ret = ibv_cmd_create_qp_ex(ctx, &qp->vqp, attr, &cmd.ibv_cmd,
+					   sizeof(cmd), &resp.ibv_resp,
+					   sizeof(resp));
+		*drv = resp.drv_payload;
+	}
+	return ret;
+}
+
+/*
+ * A QP as @attr says (comp_mask checked by the caller), its rings
+ * mapped: the QP, or NULL with errno set.  Both ibv_create_qp() and
+ * ibv_create_qp_ex() come here.
+ */
+struct remu_qp *remu_qp_new(struct ibv_context *ctx,
+			    struct ibv_qp_init_attr_ex *attr)
+{
+	struct remu_create_qp_resp resp;
+	int fd = ctx->cmd_fd;
 	struct remu_qp *qp;
 	int ret;
 
@@ -206,8 +281,7 @@ struct ibv_qp *remu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 		return NULL;
 	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
 	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
-	ret = ibv_cmd_create_qp(pd, &qp->ibqp, attr, &cmd.ibv_cmd, sizeof(cmd),
-				&resp.ibv_resp, sizeof(resp));
+	ret = remu_cmd_qp(ctx, qp, attr, &resp);
 	if (ret)
 		goto err_free;
 	ret = remu_uring_map(&qp->sq, fd, &resp.sq, 1);
@@ -221,18 +295,40 @@ struct ibv_qp *remu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	qp->max_inline = resp.max_inline;
 	qp->max_send_sge = resp.max_send_sge;
 	qp->max_recv_sge = resp.max_recv_sge;
-	return &qp->ibqp;
+	qp->op_mask = remu_qp_op_mask(ctx, attr->qp_type);
+	return qp;
 
 err_unmap:
 	remu_uring_unmap(&qp->sq);
 err_destroy:
-	ibv_cmd_destroy_qp(&qp->ibqp);
+	ibv_cmd_destroy_qp(&qp->vqp.qp);
 err_free:
 	pthread_spin_destroy(&qp->sq_lock);
 	pthread_spin_destroy(&qp->rq_lock);
 	free(qp);
 	errno = ret;
 	return NULL;
+}
+
+struct ibv_qp *remu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex ax = {
+		.qp_context = attr->qp_context,
+		.send_cq = attr->send_cq,
+		.recv_cq = attr->recv_cq,
+		.srq = attr->srq,
+		.cap = attr->cap,
+		.qp_type = attr->qp_type,
+		.sq_sig_all = attr->sq_sig_all,
+		.comp_mask = IBV_QP_INIT_ATTR_PD,
+		.pd = pd,
+	};
+	struct remu_qp *qp = remu_qp_new(pd->context, &ax);
+
+	if (!qp)
+		return NULL;
+	attr->cap = ax.cap;
+	return &qp->vqp.qp;
 }
 
 /* libibverbs records the new state in ibqp->state; posting checks it. */
@@ -268,7 +364,7 @@ int remu_destroy_qp(struct ibv_qp *ibqp)
 }
 
 /* The doorbell: a POST_SEND command with no WRs. */
-static int remu_doorbell(struct ibv_qp *ibqp)
+int remu_doorbell(struct ibv_qp *ibqp)
 {
 	struct ib_uverbs_post_send_resp resp;
 	struct ibv_post_send cmd = {};
@@ -286,66 +382,21 @@ static int remu_doorbell(struct ibv_qp *ibqp)
 	return 0;
 }
 
-static int remu_opcode_ok(enum ibv_qp_type type, enum ibv_wr_opcode op)
-{
-	switch (op) {
-	case IBV_WR_SEND:
-	case IBV_WR_SEND_WITH_IMM:
-		return 1;
-	case IBV_WR_RDMA_WRITE:
-	case IBV_WR_RDMA_WRITE_WITH_IMM:
-	case IBV_WR_LOCAL_INV:
-	case IBV_WR_BIND_MW:
-		return type != IBV_QPT_UD;
-	case IBV_WR_RDMA_READ:
-	case IBV_WR_ATOMIC_CMP_AND_SWP:
-	case IBV_WR_ATOMIC_FETCH_AND_ADD:
-	case IBV_WR_SEND_WITH_INV:
-		return type == IBV_QPT_RC;
-	default:
-		return 0;
-	}
-}
-
-/*
- * A bind WQE (layout in remu-abi.h).  A type 1 window is bound only by
- * ibv_bind_mw() (@type1_ok), a type 2B window only by IBV_WR_BIND_MW.
- */
-static int remu_build_bind_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
-			       struct remu_send_wqe *w, int type1_ok)
-{
-	const struct ibv_mw_bind_info *b = &wr->bind_mw.bind_info;
-	struct ibv_mw *mw = wr->bind_mw.mw;
-
-	if (!mw || (mw->type == IBV_MW_TYPE_1 && !type1_ok) ||
-	    (b->mw_access_flags & IBV_ACCESS_ZERO_BASED))
-		return EINVAL;
-	memset(w, 0, sizeof(*w));
-	w->wr_id = wr->wr_id;
-	w->opcode = IBV_WR_BIND_MW;
-	w->flags = wr->send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED);
-	w->ex_data = mw->rkey;
-	w->rkey = wr->bind_mw.rkey;
-	w->remote_addr = b->addr;
-	w->compare_add = b->length;
-	w->swap = b->mr ? b->mr->lkey : 0;
-	w->remote_qkey = b->mw_access_flags;
-	return 0;
-}
-
 /* Validate @wr and write it into the slot @w; 0 or an errno. */
 static int remu_build_send_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
 			       struct remu_send_wqe *w, int type1_ok)
 {
-	struct remu_sge *sge = (struct remu_sge *)(w + 1);
-	uint8_t *inl = (uint8_t *)(w + 1);
+	struct ibv_qp *ibqp = &qp->vqp.qp;
 	uint32_t len = 0;
 	int i;
 
-	if (!remu_opcode_ok(qp->ibqp.qp_type, wr->opcode))
+	if (!remu_opcode_ok(qp, wr->opcode))
 		return EINVAL;
-	if (wr->opcode == IBV_WR_BIND_MW)
-		return remu_build_bind_wqe(qp, wr, w, type1_ok);
+	if (wr->opcode == IBV_WR_BIND_MW) {
+		remu_wqe_init(w, wr->wr_id, wr->opcode, wr->send_flags);
+		return remu_wqe_bind(w, wr->bind_mw.mw, wr->bind_mw.rkey,
+				     &wr->bind_mw.bind_info, type1_ok);
+	}
 	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->max_send_sge)
 		return EINVAL;
 	if (wr->send_flags & IBV_SEND_INLINE) {
@@ -354,15 +405,11 @@ static int remu_build_send_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
 		if (len > qp->max_inline)
 			return EINVAL;
 	}
-	if (qp->ibqp.qp_type == IBV_QPT_UD &&
-	    (!wr->wr.ud.ah || wr->wr.ud.ah->pd != qp->ibqp.pd))
+	if (ibqp->qp_type == IBV_QPT_UD &&
+	    (!wr->wr.ud.ah || wr->wr.ud.ah->pd != ibqp->pd))
 		return EINVAL;
 
-	memset(w, 0, sizeof(*w));
-	w->wr_id = wr->wr_id;
-	w->opcode = wr->opcode;
-	w->flags = wr->send_flags & (IBV_SEND_FENCE | IBV_SEND_SIGNALED |
-				     IBV_SEND_SOLICITED | IBV_SEND_INLINE);
+	remu_wqe_init(w, wr->wr_id, wr->opcode, wr->send_flags);
 	if (wr->opcode == IBV_WR_SEND_WITH_IMM ||
 	    wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
 		w->ex_data = wr->imm_data;
@@ -387,26 +434,18 @@ static int remu_build_send_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
 	default:
 		break;
 	}
-	if (qp->ibqp.qp_type == IBV_QPT_UD) {
-		w->ah_num = to_rah(wr->wr.ud.ah)->ah_num;
-		w->remote_qpn = wr->wr.ud.remote_qpn;
-		w->remote_qkey = wr->wr.ud.remote_qkey;
-	}
+	if (ibqp->qp_type == IBV_QPT_UD)
+		remu_wqe_ud(w, wr->wr.ud.ah, wr->wr.ud.remote_qpn,
+			    wr->wr.ud.remote_qkey);
 
 	if (wr->send_flags & IBV_SEND_INLINE) {
-		for (i = 0; i < wr->num_sge; i++) {
-			memcpy(inl, (void *)(uintptr_t)wr->sg_list[i].addr,
-			       wr->sg_list[i].length);
-			inl += wr->sg_list[i].length;
-		}
-		w->inline_len = len;
+		remu_wqe_inline_start(w);
+		for (i = 0; i < wr->num_sge; i++)
+			remu_wqe_inline_add(w,
+				(void *)(uintptr_t)wr->sg_list[i].addr,
+				wr->sg_list[i].length);
 	} else {
-		for (i = 0; i < wr->num_sge; i++) {
-			sge[i].addr = wr->sg_list[i].addr;
-			sge[i].length = wr->sg_list[i].length;
-			sge[i].lkey = wr->sg_list[i].lkey;
-		}
-		w->num_sge = wr->num_sge;
+		remu_wqe_sges(w, wr->sg_list, wr->num_sge);
 	}
 	return 0;
 }

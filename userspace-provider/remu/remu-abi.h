@@ -19,9 +19,13 @@ DECLARE_DRV_CMD(remu_cmd_alloc_context, IB_USER_VERBS_CMD_GET_CONTEXT,
 		empty, remu_alloc_ucontext_resp);
 DECLARE_DRV_CMD(remu_cmd_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
 		remu_create_cq_cmd, remu_create_cq_resp);
+DECLARE_DRV_CMD(remu_cmd_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
+		remu_create_cq_cmd, remu_create_cq_resp);
 DECLARE_DRV_CMD(remu_cmd_resize_cq, IB_USER_VERBS_CMD_RESIZE_CQ,
 		empty, remu_resize_cq_resp);
 DECLARE_DRV_CMD(remu_cmd_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
+		empty, remu_create_qp_resp);
+DECLARE_DRV_CMD(remu_cmd_create_qp_ex, IB_USER_VERBS_EX_CMD_CREATE_QP,
 		empty, remu_create_qp_resp);
 DECLARE_DRV_CMD(remu_cmd_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		empty, remu_create_srq_resp);

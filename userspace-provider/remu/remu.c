@@ -4,7 +4,8 @@
  *
  * This file: recognising a remu device, opening a user context, querying
  * the device and its port, and protection domains.  Memory regions are in
- * mr.c, device memory in dm.c; CQs, QPs, SRQs and AHs, with the ring fast path, in queues.c.
+ * mr.c, device memory in dm.c; CQs, QPs, SRQs and AHs, with the ring fast
+ * path, in queues.c, their extended verbs in cq_ex.c and qp_ex.c.
  * Every verb not in remu_ctx_ops is left to libibverbs, which answers
  * EOPNOTSUPP.
  */
@@ -96,7 +97,9 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.bind_mw = remu_bind_mw,
 	.create_ah = remu_create_ah,
 	.create_cq = remu_create_cq,
+	.create_cq_ex = remu_create_cq_ex,
 	.create_qp = remu_create_qp,
+	.create_qp_ex = remu_create_qp_ex,
 	.create_srq = remu_create_srq,
 	.dealloc_mw = remu_dealloc_mw,
 	.dealloc_pd = remu_dealloc_pd,
@@ -116,6 +119,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.query_device_ex = remu_query_device,
 	.query_port = remu_query_port,
 	.query_qp = remu_query_qp,
+	.query_rt_values = remu_query_rt_values,
 	.query_srq = remu_query_srq,
 	.reg_dm_mr = remu_reg_dm_mr,
 	.reg_dmabuf_mr = remu_reg_dmabuf_mr,

@@ -22,17 +22,26 @@ struct remu_context {
 	uint32_t kernel_caps;	/* REMU_UCTX_* the module offered */
 };
 
-/* A CQ: the provider consumes its ring in poll_cq. */
+/*
+ * A CQ: the provider consumes its ring in poll_cq, or between
+ * ibv_start_poll() and ibv_end_poll() (cq_ex.c), under @lock.
+ */
 struct remu_cq {
-	struct ibv_cq ibcq;
+	struct verbs_cq vcq;		/* ibv_cq, or ibv_cq_ex */
 	pthread_spinlock_t lock;
 	struct remu_uring ring;
 	int inline_recv;	/* slots are struct remu_cqe_ext */
+	int timestamp;		/* slots end in struct remu_cqe_ts */
+	struct remu_cqe *cur;	/* start_poll..end_poll: what read_* read */
 };
 
-/* A QP: the provider produces into its SQ and RQ rings. */
+/*
+ * A QP: the provider produces into its SQ and RQ rings.  The ibv_wr_*
+ * state (qp_ex.c) belongs to the batch between ibv_wr_start() and
+ * ibv_wr_complete()/ibv_wr_abort(), which holds @sq_lock throughout.
+ */
 struct remu_qp {
-	struct ibv_qp ibqp;
+	struct verbs_qp vqp;		/* ibv_qp, or ibv_qp_ex */
 	pthread_spinlock_t sq_lock;
 	pthread_spinlock_t rq_lock;
 	struct remu_uring sq;
@@ -40,6 +49,10 @@ struct remu_qp {
 	uint32_t max_inline;
 	uint32_t max_send_sge;
 	uint32_t max_recv_sge;
+	uint32_t op_mask;		/* 1 << IBV_WR_*: opcodes it may post */
+	struct remu_send_wqe *wr_cur;	/* the WQE ibv_wr_set_* fill, or NULL */
+	uint32_t wr_start;		/* sq.idx at ibv_wr_start(): rollback */
+	int wr_err;			/* the batch's first error */
 };
 
 struct remu_srq {
@@ -64,12 +77,22 @@ struct remu_ah {
 
 static inline struct remu_cq *to_rcq(struct ibv_cq *ibcq)
 {
-	return container_of(ibcq, struct remu_cq, ibcq);
+	return container_of(ibcq, struct remu_cq, vcq.cq);
+}
+
+static inline struct remu_cq *ex_to_rcq(struct ibv_cq_ex *cqx)
+{
+	return container_of(cqx, struct remu_cq, vcq.cq_ex);
 }
 
 static inline struct remu_qp *to_rqp(struct ibv_qp *ibqp)
 {
-	return container_of(ibqp, struct remu_qp, ibqp);
+	return container_of(ibqp, struct remu_qp, vqp.qp);
+}
+
+static inline struct remu_qp *ex_to_rqp(struct ibv_qp_ex *qpx)
+{
+	return container_of(qpx, struct remu_qp, vqp.qp_ex);
 }
 
 static inline struct remu_srq *to_rsrq(struct ibv_srq *ibsrq)
@@ -85,11 +108,20 @@ static inline struct remu_ah *to_rah(struct ibv_ah *ibah)
 /* queues.c */
 struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe,
 			      struct ibv_comp_channel *channel, int comp_vector);
+int remu_want_inline_recv(struct ibv_context *ctx);
+int remu_cq_map(struct remu_cq *cq, struct ibv_context *ctx,
+		const struct remu_ring_info *info);
+void remu_cq_free(struct remu_cq *cq);
+void remu_cqe_place(const struct remu_cqe_ext *x);
+unsigned int remu_cqe_wc_flags(const struct remu_cqe *c);
 int remu_destroy_cq(struct ibv_cq *ibcq);
 int remu_resize_cq(struct ibv_cq *ibcq, int cqe);
 int remu_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
 int remu_req_notify_cq(struct ibv_cq *ibcq, int solicited_only);
 struct ibv_qp *remu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+struct remu_qp *remu_qp_new(struct ibv_context *ctx,
+			    struct ibv_qp_init_attr_ex *attr);
+int remu_doorbell(struct ibv_qp *ibqp);
 int remu_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask);
 int remu_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 		  struct ibv_qp_init_attr *init);
@@ -138,6 +170,16 @@ int remu_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 		  void *addr, size_t length, int access);
 int remu_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
 		   uint32_t flags, struct ibv_sge *sg_list, uint32_t num_sge);
+
+/* cq_ex.c: ibv_create_cq_ex() and the ibv_start_poll() API */
+struct ibv_cq_ex *remu_create_cq_ex(struct ibv_context *ctx,
+				    struct ibv_cq_init_attr_ex *attr);
+int remu_query_rt_values(struct ibv_context *ctx, struct ibv_values_ex *values);
+
+/* qp_ex.c: ibv_create_qp_ex() and the ibv_wr_* API */
+uint32_t remu_qp_op_mask(struct ibv_context *ctx, enum ibv_qp_type type);
+struct ibv_qp *remu_create_qp_ex(struct ibv_context *ctx,
+				 struct ibv_qp_init_attr_ex *attr);
 
 /* mw.c */
 struct ibv_mw *remu_alloc_mw(struct ibv_pd *pd, enum ibv_mw_type type);
