@@ -7,8 +7,8 @@
  * Fixture create (remu0, no traffic): RC, UC and UD QPs through
  * ibv_create_qp_ex() with every send op of their type, with none, and
  * with comp_mask CREATE_FLAGS (flags 0: a plain QP; a flag: refused by
- * the kernel); send ops a type cannot do (and ATOMIC_WRITE, FLUSH, TSO)
- * refused with EOPNOTSUPP, comp_mask bits remu has no use for with EINVAL;
+ * the kernel); send ops a type cannot do (and FLUSH under libibverbs 44,
+ * TSO) refused with EOPNOTSUPP, comp_mask bits remu has no use for with EINVAL;
  * CQs: the read functions present exactly for the wc_flags asked (opcode,
  * vendor_err and wc_flags always), CVLAN/FLOW_TAG/TM_INFO and
  * IGNORE_OVERRUN refused with EOPNOTSUPP, cqe 0, a PD in comp_mask or an
@@ -21,7 +21,8 @@
  * _sge_list() (three SGEs at unaligned addresses), _inline_data(),
  * _inline_data_list() and _ud_addr(), wr_id and wr_flags, compared byte
  * for byte at the other end: SEND, SEND_WITH_IMM, RDMA WRITE (with
- * immediate), RDMA READ, both atomics, type 2B BIND_MW, LOCAL_INV and
+ * immediate), RDMA READ, both atomics, ATOMIC_WRITE (and the device
+ * capabilities of it and of FLUSH), type 2B BIND_MW, LOCAL_INV and
  * SEND_WITH_INV (the window's key dead afterwards), UD SEND and
  * SEND_WITH_IMM with their GRH area.  ibv_wr_abort() leaves nothing
  * behind (the next batch goes out alone); an error inside a batch (too
@@ -316,9 +317,8 @@ TEST_F(create, qp_types)
 			    qx->wr_local_inv && qx->wr_set_sge &&
 			    qx->wr_set_sge_list && qx->wr_set_inline_data &&
 			    qx->wr_set_inline_data_list &&
-			    qx->wr_set_ud_addr);
+			    qx->wr_set_ud_addr && qx->wr_atomic_write);
 		EXPECT_EQ(NULL, qx->wr_send_tso);
-		EXPECT_EQ(NULL, qx->wr_atomic_write);
 		EXPECT_EQ(0, ibv_destroy_qp(qp));
 
 		/* UC may ask for SEND_WITH_INV (mlx5, rxe), not post it */
@@ -368,7 +368,9 @@ TEST_F(create, qp_refused)
 		{ IBV_QPT_UC, IBV_QP_EX_WITH_RDMA_READ },
 		{ IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP },
 		{ IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD },
-		{ IBV_QPT_RC, IBV_QP_EX_WITH_ATOMIC_WRITE },
+		{ IBV_QPT_UC, IBV_QP_EX_WITH_ATOMIC_WRITE },
+		{ IBV_QPT_UD, IBV_QP_EX_WITH_ATOMIC_WRITE },
+		/* libibverbs 44 has no ibv_wr_flush() (see qp_ex.c) */
 		{ IBV_QPT_RC, QP_EX_WITH_FLUSH },
 		{ IBV_QPT_RC, IBV_QP_EX_WITH_TSO },
 		{ IBV_QPT_RC, 1ull << 40 },
@@ -751,6 +753,53 @@ TEST_F(rc, atomics)
 	EXPECT_EQ(1023, old[1]);
 	EXPECT_EQ(77, old[2]);
 	EXPECT_EQ(77, *target);
+}
+
+/*
+ * IBA 1.5 ATOMIC_WRITE, ibv_wr_atomic_write(): the 8 bytes land at once,
+ * as they were at the source, nothing around them changes, and it
+ * completes as IBV_WC_ATOMIC_WRITE; a misaligned target is an invalid
+ * request.  ibv_post_send() cannot carry one (no field for the value):
+ * EINVAL.
+ */
+TEST_F(rc, atomic_write)
+{
+	static const uint8_t val[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	struct xside *a = &self->a, *b = &self->b;
+	uint8_t *target = b->buf + 4096;
+	struct ibv_sge sge = { (uintptr_t)a->buf, 8, a->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_ATOMIC_WRITE }, *bad;
+	struct ibv_qp_ex *qx = a->qx;
+	struct ibv_device_attr_ex da;
+	struct ibv_wc wc;
+	int i;
+
+	ASSERT_EQ(0, ibv_query_device_ex(a->ctx, NULL, &da));
+	/* IB_UVERBS_DEVICE_ATOMIC_WRITE, _FLUSH_GLOBAL, _FLUSH_PERSISTENT */
+	EXPECT_EQ(7ull << 38, da.device_cap_flags_ex & (7ull << 38));
+	EXPECT_EQ(EINVAL, ibv_post_send(a->qp, &wr, &bad));
+
+	ibv_wr_start(qx);
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	qx->wr_id = 40;
+	ibv_wr_atomic_write(qx, b->mr->rkey, (uintptr_t)target, val);
+	ASSERT_EQ(0, ibv_wr_complete(qx));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll1(a->cq, &wc));
+	EXPECT_EQ(40, wc.wr_id);
+	EXPECT_EQ(IBV_WC_ATOMIC_WRITE, wc.opcode);
+	EXPECT_EQ(0, memcmp(target, val, 8));
+	for (i = 1; i <= 8; i++) {
+		EXPECT_EQ(0xee, target[-i]);
+		EXPECT_EQ(0xee, target[7 + i]);
+	}
+
+	ibv_wr_start(qx);
+	qx->wr_id = 41;
+	ibv_wr_atomic_write(qx, b->mr->rkey, (uintptr_t)target + 4, val);
+	ASSERT_EQ(0, ibv_wr_complete(qx));
+	EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR, poll1(a->cq, &wc));
+	EXPECT_EQ(41, wc.wr_id);
 }
 
 /*

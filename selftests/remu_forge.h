@@ -53,6 +53,13 @@ enum {
 	RF_ATOMIC_WRITE = 0x1d,
 };
 
+/* FETH bits (IBA 1.5): placement type, selectivity << 4 */
+enum {
+	RF_FLUSH_GLOBAL = 1,
+	RF_FLUSH_PERSISTENT = 2,
+	RF_FLUSH_MR = 1 << 4,		/* the whole MR (else the range) */
+};
+
 /* AETH syndromes (IBA 9.7.5.2) */
 enum {
 	RF_AETH_ACK = 0x1f,		/* ACK, credits invalid */

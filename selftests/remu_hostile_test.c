@@ -8,7 +8,8 @@
  *            QP's peer
  *   as_b     10.77.0.2 in peer: remu1's address, to remu0
  *   as_a     10.77.0.1 in init: remu0's address, to remu1
- * Each case checks that the packet changes nothing it must not (memory,
+ * The responder's FLUSH and ATOMIC_WRITE are driven the same way (a
+ * forged requester).  Each case checks that the packet changes nothing it must not (memory,
  * completions, QP state), that the counter naming the reason moved, and,
  * as a control, that the same packet from the right place with the right
  * fields does take effect, so the drop is the check's doing.
@@ -77,29 +78,47 @@ static struct ibv_qp *qp_new(struct side *s, enum ibv_qp_type type)
 	return remu_create_qp(s->pd, s->cq, type, &cap);
 }
 
-/* connect @qp of @s towards @qpn at @peer's address, SQ/RQ PSN @psn */
-static int qp_conn(struct ibv_qp *qp, struct side *s, uint32_t qpn,
-		   struct side *peer, uint32_t psn)
+/*
+ * connect @qp of @s towards @qpn at @peer's address, SQ/RQ PSN @psn, the
+ * QP's remote rights @access
+ */
+static int qp_conn_acc(struct ibv_qp *qp, struct side *s, uint32_t qpn,
+		       struct side *peer, uint32_t psn, unsigned int access)
 {
 	struct remu_conn_attr ra = REMU_RC_ATTR(psn);
 	struct remu_conn_dest d = { .qpn = qpn, .gid = peer->gid,
 				    .mtu = IBV_MTU_1024 };
 
 	ra.timeout = 18;	/* ~1 s: a ghost's WQEs stay outstanding */
+	ra.access = access;
 	return remu_qp_connect(qp, &ra, s->gidx, &d);
 }
 
+static int qp_conn(struct ibv_qp *qp, struct side *s, uint32_t qpn,
+		   struct side *peer, uint32_t psn)
+{
+	return qp_conn_acc(qp, s, qpn, peer, psn, REMU_ACCESS_REMOTE_ALL);
+}
+
 /* a new RC or UC QP of @s connected towards @qpn at @peer's address */
-static struct ibv_qp *qp_towards(struct side *s, enum ibv_qp_type type,
-				 uint32_t qpn, struct side *peer, uint32_t psn)
+static struct ibv_qp *qp_towards_acc(struct side *s, enum ibv_qp_type type,
+				     uint32_t qpn, struct side *peer,
+				     uint32_t psn, unsigned int access)
 {
 	struct ibv_qp *qp = qp_new(s, type);
 
-	if (qp && qp_conn(qp, s, qpn, peer, psn)) {
+	if (qp && qp_conn_acc(qp, s, qpn, peer, psn, access)) {
 		ibv_destroy_qp(qp);
 		qp = NULL;
 	}
 	return qp;
+}
+
+static struct ibv_qp *qp_towards(struct side *s, enum ibv_qp_type type,
+				 uint32_t qpn, struct side *peer, uint32_t psn)
+{
+	return qp_towards_acc(s, type, qpn, peer, psn,
+			      REMU_ACCESS_REMOTE_ALL);
 }
 
 /* wait up to 2 s for @dev's counter @name to reach @want; its value */
@@ -427,37 +446,119 @@ TEST_F(hostile, read_longer_than_max_msg)
 	ibv_destroy_qp(qb);
 }
 
-/*
- * FLUSH and ATOMIC_WRITE are not executed by remu (yet): the responder
- * must say so (NAK invalid request, QP_REQ_ERR), never ACK them
- */
-TEST_F(hostile, flush_atomic_write_refused)
+/* IBA 1.5 rights (rdma-core 45's names; libibverbs 44 lacks them) */
+#define ACCESS_FLUSH_GLOBAL	(1 << 8)
+#define ACCESS_FLUSH_PERSISTENT	(1 << 9)
+
+/* a FLUSH (FETH bits @feth) of @len at @va to @q, PSN @psn, as remu0 */
+static int flush_req(struct remu_forge *f, uint32_t q, uint32_t psn,
+		     uint32_t feth, uint64_t va, uint32_t rkey, uint32_t len)
 {
-	static const uint8_t ops[] = { RF_FLUSH, RF_ATOMIC_WRITE };
-	struct side *b = &self->b;
+	struct remu_fpkt p;
+
+	rf_bth(&p, RF_RC | RF_FLUSH, q, psn);
+	rf_be32(&p, feth);
+	rf_reth(&p, va, rkey, len);
+	return remu_forge_send(f, &p);
+}
+
+/* an ATOMIC_WRITE of @val (@len payload bytes) at @va to @q, as remu0 */
+static int atomic_write_req(struct remu_forge *f, uint32_t q, uint32_t psn,
+			    uint64_t va, uint32_t rkey, const void *val,
+			    uint32_t len)
+{
+	struct remu_fpkt p;
+
+	rf_bth(&p, RF_RC | RF_ATOMIC_WRITE, q, psn);
+	rf_reth(&p, va, rkey, len);
+	rf_payload(&p, val, len);
+	return remu_forge_send(f, &p);
+}
+
+/* the next async event of @ctx is @type and @qp went to ERR */
+static int qp_failed(struct ibv_context *ctx, struct ibv_qp *qp, int type)
+{
 	struct ibv_async_event ev;
-	unsigned int i;
 
-	for (i = 0; i < ARRAY_SIZE(ops); i++) {
-		struct ibv_qp *qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN,
-					       &self->a, PSN_B);
-		uint64_t val = 0x1122334455667788ull;
-		struct remu_fpkt p;
+	if (remu_next_async(ctx, 2000, &ev) || ev.event_type != type)
+		return -1;
+	return remu_qp_state(qp) == IBV_QPS_ERR ? 0 : -1;
+}
 
-		ASSERT_NE(NULL, qb);
-		rf_bth(&p, RF_RC | ops[i], qb->qp_num, PSN_B);
-		if (ops[i] == RF_FLUSH)
-			rf_be32(&p, 1);		/* FETH: global, range */
-		rf_reth(&p, (uintptr_t)b->buf, b->mr->rkey, 8);
-		if (ops[i] == RF_ATOMIC_WRITE)
-			rf_payload(&p, &val, 8);
-		ASSERT_EQ(0, remu_forge_send(&self->as_a, &p));
-		ASSERT_EQ(0, remu_next_async(b->ctx, 2000, &ev));
-		EXPECT_EQ(IBV_EVENT_QP_REQ_ERR, ev.event_type);
-		EXPECT_EQ(IBV_QPS_ERR, remu_qp_state(qb));
-		EXPECT_NE(val, *(uint64_t *)b->buf);
-		ibv_destroy_qp(qb);
-	}
+/*
+ * The responder's FLUSH and ATOMIC_WRITE (IBA 1.5), driven by a forged
+ * requester: each is answered by one empty READ response; a duplicate is
+ * answered again but not executed again (an ATOMIC_WRITE repeated after
+ * the memory changed must not undo the change); FLUSH needs the FLUSH
+ * right of its placement type on the QP and on the key (MR level: the
+ * whole MR); ATOMIC_WRITE exactly 8 aligned bytes.
+ */
+TEST_F(hostile, flush_atomic_write_responder)
+{
+	static const uint64_t v1 = 0x1122334455667788ull, v2 = 0xcafe;
+	struct side *b = &self->b;
+	const unsigned int qacc = REMU_ACCESS_REMOTE_ALL | ACCESS_FLUSH_GLOBAL;
+	struct ibv_mr *fmr = ibv_reg_mr(b->pd, b->buf + 65536, 65536,
+					IBV_ACCESS_LOCAL_WRITE |
+					IBV_ACCESS_REMOTE_WRITE |
+					ACCESS_FLUSH_GLOBAL);
+	uint64_t *tgt = (uint64_t *)(b->buf + 65536);
+	uint64_t fva = (uintptr_t)tgt;
+	struct ibv_qp *qb = qp_towards_acc(b, IBV_QPT_RC, GHOST_QPN, &self->a,
+					   PSN_B, qacc);
+	long long s0 = remu_hw_counter("remu1", "sent_pkts", true);
+	struct remu_forge *f = &self->as_a;
+
+	ASSERT_NE(NULL, fmr);
+	ASSERT_NE(NULL, qb);
+	/* not persistent memory: no FLUSH_PERSISTENT right can be had */
+	EXPECT_EQ(NULL, ibv_reg_mr(b->pd, b->buf, 4096, IBV_ACCESS_LOCAL_WRITE |
+				   ACCESS_FLUSH_PERSISTENT));
+	EXPECT_EQ(EINVAL, errno);
+
+	ASSERT_EQ(0, atomic_write_req(f, qb->qp_num, PSN_B, fva, fmr->rkey,
+				      &v1, 8));
+	ASSERT_EQ(0, sent_moves_by(s0, 1));
+	EXPECT_EQ(v1, *tgt);
+	*tgt = v2;
+	ASSERT_EQ(0, atomic_write_req(f, qb->qp_num, PSN_B, fva, fmr->rkey,
+				      &v1, 8));
+	ASSERT_EQ(0, sent_moves_by(s0, 2));
+	EXPECT_EQ(v2, *tgt);	/* answered again, not done again */
+	/* FLUSH of a range, then of the whole MR, then a duplicate */
+	ASSERT_EQ(0, flush_req(f, qb->qp_num, PSN_B + 1, RF_FLUSH_GLOBAL,
+			       fva, fmr->rkey, 4096));
+	ASSERT_EQ(0, flush_req(f, qb->qp_num, PSN_B + 2,
+			       RF_FLUSH_GLOBAL | RF_FLUSH_MR, 0,
+			       fmr->rkey, 0));
+	ASSERT_EQ(0, flush_req(f, qb->qp_num, PSN_B + 1, RF_FLUSH_GLOBAL,
+			       fva, fmr->rkey, 4096));
+	ASSERT_EQ(0, sent_moves_by(s0, 5));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(qb));
+
+	/* the key lacks the right (b's own MR has no FLUSH_GLOBAL) */
+	ASSERT_EQ(0, flush_req(f, qb->qp_num, PSN_B + 3, RF_FLUSH_GLOBAL,
+			       (uintptr_t)b->buf, b->mr->rkey, 64));
+	EXPECT_EQ(0, qp_failed(b->ctx, qb, IBV_EVENT_QP_ACCESS_ERR));
+	ibv_destroy_qp(qb);
+
+	/* the QP lacks it */
+	qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN, &self->a, PSN_B);
+	ASSERT_NE(NULL, qb);
+	ASSERT_EQ(0, flush_req(f, qb->qp_num, PSN_B, RF_FLUSH_GLOBAL, fva,
+			       fmr->rkey, 64));
+	EXPECT_EQ(0, qp_failed(b->ctx, qb, IBV_EVENT_QP_ACCESS_ERR));
+	ibv_destroy_qp(qb);
+
+	/* ATOMIC_WRITE of 4 bytes: an invalid request, nothing written */
+	qb = qp_towards_acc(b, IBV_QPT_RC, GHOST_QPN, &self->a, PSN_B, qacc);
+	ASSERT_NE(NULL, qb);
+	ASSERT_EQ(0, atomic_write_req(f, qb->qp_num, PSN_B, fva, fmr->rkey,
+				      &v1, 4));
+	EXPECT_EQ(0, qp_failed(b->ctx, qb, IBV_EVENT_QP_REQ_ERR));
+	EXPECT_EQ(v2, *tgt);
+	ibv_destroy_qp(qb);
+	EXPECT_EQ(0, ibv_dereg_mr(fmr));
 }
 
 /*

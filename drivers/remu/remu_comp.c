@@ -120,11 +120,23 @@ void remu_comp_arm(struct remu_qp *qp)
 	mod_timer(&e->timer, jiffies + remu_timeout_jiffies(qp->attr.timeout));
 }
 
+static bool remu_is_atomic(u32 op)
+{
+	return op == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/* FLUSH and ATOMIC_WRITE: answered by one empty READ response */
+static bool remu_is_empty_rd(u32 op)
+{
+	return op == IB_UVERBS_WR_FLUSH || op == IB_UVERBS_WR_ATOMIC_WRITE;
+}
+
+/* completed by their own responses only (remu_req.c's rd_atomic WQEs) */
 static bool remu_is_rd(u32 op)
 {
-	return op == IB_UVERBS_WR_RDMA_READ ||
-	       op == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
-	       op == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+	return op == IB_UVERBS_WR_RDMA_READ || remu_is_atomic(op) ||
+	       remu_is_empty_rd(op);
 }
 
 /*
@@ -508,7 +520,7 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 							  REMU_HDR_ATMACK);
 		__u64 orig = remu_atmack_orig(ack);
 
-		if (w->opcode == IB_UVERBS_WR_RDMA_READ || sw->rcvd)
+		if (!remu_is_atomic(w->opcode) || sw->rcvd)
 			goto out;	/* not an atomic, or a duplicate */
 		if (remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd),
 				  (struct remu_sge *)(w + 1), w->num_sge, 0,
@@ -516,6 +528,17 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 			remu_comp_fail(qp, IB_WC_LOC_PROT_ERR);
 			goto out;
 		}
+		sw->rcvd = 1;
+		remu_comp_progress(qp, psn + 1, true);
+	} else if (remu_is_empty_rd(w->opcode)) {
+		/* FLUSH, ATOMIC_WRITE: done; their answer is one empty ONLY */
+		if (cb->opcode != IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY ||
+		    cb->paylen) {
+			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_LEN);
+			goto out;
+		}
+		if (sw->rcvd)
+			goto out;	/* a duplicate */
 		sw->rcvd = 1;
 		remu_comp_progress(qp, psn + 1, true);
 	} else {

@@ -268,7 +268,8 @@ struct ib_mr *remu_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
 	struct remu_mr *mr;
 	int err;
 
-	if (access & ~IB_ACCESS_SUPPORTED)
+	/* an exporter's buffer is not known to be persistent memory */
+	if (access & (~IB_ACCESS_SUPPORTED | IB_ACCESS_FLUSH_PERSISTENT))
 		return ERR_PTR(-EINVAL);
 	dmabuf = remu_dmabuf_get(fd, offset, length, access);
 	if (IS_ERR(dmabuf))

@@ -335,6 +335,23 @@ struct remu_feth {
 	__be32	bits;	/* Resv:26 SEL:2 PLT:4 */
 } __packed;
 
+/* placement type: IB_FLUSH_GLOBAL and/or IB_FLUSH_PERSISTENT */
+static inline u32 remu_feth_plt(const struct remu_feth *h)
+{
+	return be32_to_cpu(h->bits) & 0xf;
+}
+
+/* selectivity: IB_FLUSH_RANGE or IB_FLUSH_MR */
+static inline u32 remu_feth_sel(const struct remu_feth *h)
+{
+	return (be32_to_cpu(h->bits) >> 4) & 0x3;
+}
+
+static inline void remu_feth_set(struct remu_feth *h, u32 bits)
+{
+	h->bits = cpu_to_be32(bits & 0x3f);
+}
+
 /*
  * The network a packet came from or goes to.  Addresses are kept as IPv6
  * (an IPv4 address in its ::ffff:a.b.c.d form, which is also its RoCEv2

@@ -30,6 +30,8 @@
  *    read-modify-write only; never held across ->map() or a copy.
  */
 #include <linux/highmem.h>
+#include <linux/ioport.h>
+#include <linux/libnvdimm.h>
 #include <linux/log2.h>
 #include <linux/mm.h>
 #include <linux/overflow.h>
@@ -55,7 +57,14 @@ static bool remu_mr_in_bounds(const struct remu_mr *mr, u64 iova, u64 len)
 	return off <= mr->length && len <= mr->length - off;
 }
 
-/* Access flags as the verbs spec wants them (also for kernel callers). */
+/*
+ * Access flags as the verbs spec wants them (also for kernel callers).
+ * IB_ACCESS_FLUSH_GLOBAL is fine for any memory (the CPU places every
+ * byte, so a barrier makes it visible); IB_ACCESS_FLUSH_PERSISTENT only
+ * for memory that is persistent, which only pinned user pages can show to
+ * be (remu_reg_user_mr() checks them and strips the flag before calling
+ * this): anything else is refused with -EINVAL, as rxe does.
+ */
 static int remu_mr_check_access(unsigned int access)
 {
 	if ((access & (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_ATOMIC)) &&
@@ -63,11 +72,20 @@ static int remu_mr_check_access(unsigned int access)
 		return -EINVAL;
 	if (access & ~IB_ACCESS_SUPPORTED)
 		return -EINVAL;
-	/* ODP only through reg_user_mr (remu_odp.c); no FLUSH yet */
-	if (access & (IB_ACCESS_ON_DEMAND | IB_ACCESS_FLUSH_GLOBAL |
-		      IB_ACCESS_FLUSH_PERSISTENT))
+	if (access & IB_ACCESS_FLUSH_PERSISTENT)
+		return -EINVAL;
+	/* ODP only through reg_user_mr (remu_odp.c) */
+	if (access & IB_ACCESS_ON_DEMAND)
 		return -EOPNOTSUPP;
 	return 0;
+}
+
+/* @page is persistent memory (pmem): FLUSH_PERSISTENT can be honoured */
+static bool remu_page_is_pmem(struct page *page)
+{
+	return region_intersects(page_to_phys(page), PAGE_SIZE, IORESOURCE_MEM,
+				 IORES_DESC_PERSISTENT_MEMORY) ==
+	       REGION_INTERSECTS;
 }
 
 /* ---- backings ---- */
@@ -338,10 +356,18 @@ int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
 	p = kaddr;
 	spin_lock_bh(lock);
 	old = READ_ONCE(*p);
-	if (op == REMU_ATOMIC_FETCH_ADD)
+	switch (op) {
+	case REMU_ATOMIC_FETCH_ADD:
 		WRITE_ONCE(*p, old + a);
-	else if (old == a)
-		WRITE_ONCE(*p, b);
+		break;
+	case REMU_ATOMIC_CMP_SWP:
+		if (old == a)
+			WRITE_ONCE(*p, b);
+		break;
+	case REMU_ATOMIC_WRITE:
+		WRITE_ONCE(*p, a);
+		break;
+	}
 	spin_unlock_bh(lock);
 	*orig = old;
 out:
@@ -353,6 +379,30 @@ out:
 	return err;
 }
 EXPORT_SYMBOL_NS_GPL(remu_mr_atomic, REMU_TEST);
+
+static int remu_seg_wb_pmem(void *kaddr, unsigned int n, u64 done,
+			    bool write, void *arg)
+{
+	arch_wb_cache_pmem(kaddr, n);
+	return 0;
+}
+
+int remu_mr_flush(struct remu_mr *mr, u64 iova, u64 len, bool persistent)
+{
+	int err = 0;
+
+	/*
+	 * Every byte was placed by a CPU store; once those are ordered
+	 * before the response, they are visible to every agent.  Persistent
+	 * memory also needs its cache lines written back (the MR's pages
+	 * were checked to be pmem when it was registered).
+	 */
+	if (persistent)
+		err = remu_mr_walk(mr, iova, len, false, remu_seg_wb_pmem,
+				   NULL);
+	smp_mb();
+	return err;
+}
 
 int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
 		  const struct remu_sge *sges, int n, u64 offset, void *buf,
@@ -601,7 +651,9 @@ struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	u32 i = 0;
 	int err;
 
-	err = remu_mr_check_access(access & ~IB_ACCESS_ON_DEMAND);
+	/* FLUSH_PERSISTENT: checked below, page by page (not for ODP) */
+	err = remu_mr_check_access(access & ~(IB_ACCESS_ON_DEMAND |
+		(access & IB_ACCESS_ON_DEMAND ? 0 : IB_ACCESS_FLUSH_PERSISTENT)));
 	if (err)
 		return ERR_PTR(err);
 	if (access & IB_ACCESS_ON_DEMAND)
@@ -636,6 +688,12 @@ struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	if (i != npages) {
 		remu_mr_discard(mr);
 		return ERR_PTR(-EFAULT);
+	}
+	for (i = 0; (access & IB_ACCESS_FLUSH_PERSISTENT) && i < npages; i++) {
+		if (!remu_page_is_pmem(mr->pages[i])) {
+			remu_mr_discard(mr);
+			return ERR_PTR(-EINVAL);
+		}
 	}
 	mr->page_off = ib_umem_offset(umem);
 	mr->access = access;
@@ -739,6 +797,13 @@ void remu_mr_dev_init(struct remu_dev *rdev)
 	a->page_size_cap = PAGE_SIZE;
 	a->max_fast_reg_page_list_len = REMU_MAX_FAST_REG_PAGES;
 	a->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
+	/*
+	 * IBA 1.5 FLUSH (global visibility; persistence for MRs over
+	 * persistent memory) and ATOMIC_WRITE (remu_resp.c)
+	 */
+	a->device_cap_flags |= IB_DEVICE_FLUSH_GLOBAL |
+			       IB_DEVICE_FLUSH_PERSISTENT |
+			       IB_DEVICE_ATOMIC_WRITE;
 	remu_odp_dev_init(rdev);
 	remu_mw_dev_init(rdev);
 }

@@ -172,6 +172,7 @@ enum remu_copy_dir {
 enum remu_atomic_op {
 	REMU_ATOMIC_CMP_SWP,	/* if (*p == a) *p = b */
 	REMU_ATOMIC_FETCH_ADD,	/* *p += a */
+	REMU_ATOMIC_WRITE,	/* *p = a (IBA 1.5 ATOMIC_WRITE) */
 };
 
 /**
@@ -365,8 +366,8 @@ int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
  * remu_mr_atomic - 64-bit compare-and-swap or fetch-and-add in an MR
  * @mr:		MR with a reference held, checked for IB_ACCESS_REMOTE_ATOMIC
  * @iova:	address of the 8-byte operand, 8-byte aligned
- * @op:		REMU_ATOMIC_CMP_SWP (compare @a, swap in @b) or
- *		REMU_ATOMIC_FETCH_ADD (add @a)
+ * @op:		REMU_ATOMIC_CMP_SWP (compare @a, swap in @b),
+ *		REMU_ATOMIC_FETCH_ADD (add @a) or REMU_ATOMIC_WRITE (store @a)
  * @a, @b:	operands
  * @orig:	the value before the operation
  *
@@ -376,6 +377,19 @@ int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
  */
 int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
 		   u64 a, u64 b, u64 *orig);
+
+/**
+ * remu_mr_flush - IBA 1.5 FLUSH of [@iova, @iova + @len) of @mr
+ * @mr:		MR with a reference held, checked for the FLUSH rights
+ * @iova, @len:	the range (the caller passes the whole MR for
+ *		IB_FLUSH_MR)
+ * @persistent:	IB_FLUSH_PERSISTENT: write the cache lines back to the
+ *		(persistent) memory; else global visibility only
+ *
+ * Context: process context, may sleep.
+ * Return: 0, or as remu_mr_copy() (persistent only).
+ */
+int remu_mr_flush(struct remu_mr *mr, u64 iova, u64 len, bool persistent);
 
 /**
  * remu_sge_copy - copy between a buffer and the memory an SGE list names

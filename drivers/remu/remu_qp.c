@@ -307,7 +307,8 @@ int remu_check_av(struct rdma_ah_attr *ah)
 }
 
 #define REMU_QP_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
-			IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC)
+			IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | \
+			IB_ACCESS_FLUSH_GLOBAL | IB_ACCESS_FLUSH_PERSISTENT)
 
 /* Values of the attributes in @mask, once the mask itself is known good. */
 static int remu_qp_check_attr(struct remu_qp *qp, struct ib_qp_attr *a,
@@ -429,6 +430,10 @@ u32 remu_wc_opcode(u32 wr_opcode)
 		return IB_WC_COMP_SWAP;
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
 		return IB_WC_FETCH_ADD;
+	case IB_UVERBS_WR_ATOMIC_WRITE:
+		return IB_WC_ATOMIC_WRITE;
+	case IB_UVERBS_WR_FLUSH:
+		return IB_WC_FLUSH;
 	case IB_UVERBS_WR_LOCAL_INV:
 		return IB_WC_LOCAL_INV;
 	case IB_WR_REG_MR:

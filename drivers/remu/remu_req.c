@@ -247,6 +247,12 @@ static int remu_req_opcode(enum ib_qp_type type, u32 wr_op, bool first,
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
 		op = IB_OPCODE_FETCH_ADD;
 		break;
+	case IB_UVERBS_WR_FLUSH:
+		op = IB_OPCODE_FLUSH;
+		break;
+	case IB_UVERBS_WR_ATOMIC_WRITE:
+		op = IB_OPCODE_ATOMIC_WRITE;
+		break;
 	default:
 		return -1;
 	}
@@ -272,6 +278,8 @@ static bool remu_req_op_ok(struct remu_qp *qp, u32 op)
 	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
 	case IB_UVERBS_WR_SEND_WITH_INV:
+	case IB_UVERBS_WR_FLUSH:
+	case IB_UVERBS_WR_ATOMIC_WRITE:
 		return type == IB_QPT_RC;
 	case IB_WR_REG_MR:
 		/* kernel only: its parameters are in qp->eng.kreg */
@@ -288,11 +296,18 @@ static bool remu_is_local(u32 op)
 	       op == IB_UVERBS_WR_BIND_MW;
 }
 
+/*
+ * WQEs that take a responder resource and complete by their own response,
+ * never by an ACK of a later request: READ, the atomics, and IBA 1.5's
+ * FLUSH and ATOMIC_WRITE (answered by an empty READ response)
+ */
 static bool remu_is_rd_atomic(u32 op)
 {
 	return op == IB_UVERBS_WR_RDMA_READ ||
 	       op == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
-	       op == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD;
+	       op == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD ||
+	       op == IB_UVERBS_WR_FLUSH ||
+	       op == IB_UVERBS_WR_ATOMIC_WRITE;
 }
 
 /*
@@ -340,6 +355,12 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 			return IB_WC_LOC_LEN_ERR;
 		sw->len = 8;
 		break;
+	case IB_UVERBS_WR_ATOMIC_WRITE:
+		sw->len = 8;		/* the value is in the WQE */
+		break;
+	case IB_UVERBS_WR_FLUSH:
+		sw->len = 0;
+		break;
 	case IB_UVERBS_WR_LOCAL_INV:
 	case IB_WR_REG_MR:
 	case IB_UVERBS_WR_BIND_MW:
@@ -373,7 +394,7 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 	op = remu_req_opcode(type, w->opcode, first, last);
 	if (op < 0)
 		return -EINVAL;
-	if (!rd)
+	if (!rd || w->opcode == IB_UVERBS_WR_ATOMIC_WRITE)
 		plen = min(sw->len - off, qp->eng.mtu);
 	psn = sw->first_psn + (rd ? 0 : sw->sent);
 	if (w->opcode == IB_UVERBS_WR_RDMA_READ) {
@@ -401,7 +422,12 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 
 	h = remu_pkt_hdr(&pkt, REMU_HDR_RETH);
 	if (h)
-		remu_reth_set(h, w->remote_addr + roff, w->rkey, rlen);
+		remu_reth_set(h, w->remote_addr + roff, w->rkey,
+			      w->opcode == IB_UVERBS_WR_FLUSH ?
+			      (u32)w->compare_add : rlen);
+	h = remu_pkt_hdr(&pkt, REMU_HDR_FETH);
+	if (h)
+		remu_feth_set(h, w->ex_data);
 	h = remu_pkt_hdr(&pkt, REMU_HDR_IMMDT);
 	if (h)
 		((struct remu_immdt *)h)->imm = (__force __be32)w->ex_data;
@@ -429,7 +455,10 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 	if (plen) {
 		u8 *buf = skb->data + pkt.hdr_len;
 
-		if (w->flags & REMU_WQE_INLINE) {
+		if (w->opcode == IB_UVERBS_WR_ATOMIC_WRITE) {
+			/* the 8 bytes, as they were in the WQE's memory */
+			memcpy(buf, &w->compare_add, sizeof(w->compare_add));
+		} else if (w->flags & REMU_WQE_INLINE) {
 			memcpy(buf, (u8 *)(w + 1) + off, plen);
 		} else {
 			err = remu_sge_copy(rdev, to_remu_pd(qp->ib_qp.pd),

@@ -14,8 +14,11 @@
  * rest; a duplicate atomic is answered with the result saved when it
  * ran, never executed twice; any other duplicate READ or atomic is
  * dropped, counted in rcvd_stale_dup), a packet from the future gets one
- * PSN sequence error NAK.  A READ longer than max_msg_sz, and FLUSH and
- * ATOMIC_WRITE (not executed by remu), are NAKed as invalid requests.  ACKs are coalesced: a SEND or
+ * PSN sequence error NAK.  A READ longer than max_msg_sz is NAKed as an
+ * invalid request.  IBA 1.5's FLUSH and ATOMIC_WRITE take a responder
+ * resource like READs and atomics and are answered by an empty READ
+ * response ONLY (as rxe does); a duplicate is answered again, not
+ * executed again.  ACKs are coalesced: a SEND or
  * WRITE packet, new or duplicate, is ACKed only when it carries AckReq
  * (the requester sets it on the last packet of a message and every
  * REMU_ACK_EVERY PSNs, also when it resends), so a go-back-N resend of a
@@ -48,8 +51,13 @@
 
 #define REMU_GRH_LEN	40
 
-/* send an ACK/NAK (AETH @syn) or atomic ACK with PSN @psn */
-static void remu_resp_ack(struct remu_qp *qp, u32 psn, u8 syn, bool atomic,
+/*
+ * Send a response with no payload and PSN @psn, AETH @syn: @opcode
+ * IB_OPCODE_RC_ACKNOWLEDGE (ACK/NAK), IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE
+ * (with @orig) or IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY (an empty one:
+ * the answer to FLUSH and ATOMIC_WRITE)
+ */
+static void remu_resp_ack(struct remu_qp *qp, u32 psn, u8 syn, u8 opcode,
 			  u64 orig)
 {
 	struct remu_pkt pkt = {};
@@ -58,18 +66,22 @@ static void remu_resp_ack(struct remu_qp *qp, u32 psn, u8 syn, bool atomic,
 
 	if (remu_req_av(qp, &av))
 		return;
-	pkt.opcode = atomic ? IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE :
-			      IB_OPCODE_RC_ACKNOWLEDGE;
+	pkt.opcode = opcode;
 	skb = remu_net_alloc_skb(qp->rdev, &av, 0, &pkt);
 	if (!skb)
 		return;
 	remu_bth_set_qpn(pkt.bth, qp->attr.dest_qp_num);
 	remu_bth_set_psn(pkt.bth, psn, false);
 	remu_aeth_set(remu_pkt_hdr(&pkt, REMU_HDR_AETH), syn, qp->eng.msn);
-	if (atomic)
+	if (opcode == IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE)
 		remu_atmack_set(remu_pkt_hdr(&pkt, REMU_HDR_ATMACK), orig);
 	remu_net_xmit(qp->rdev, &av, skb);
 }
+
+#define REMU_ACK		IB_OPCODE_RC_ACKNOWLEDGE
+#define REMU_ATOMIC_ACK		IB_OPCODE_RC_ATOMIC_ACKNOWLEDGE
+#define REMU_EMPTY_READ_RESP	IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY
+#define REMU_ACK_OK		(REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID)
 
 /*
  * A fatal request error: move the QP to ERR, then NAK the request (RC), so
@@ -85,7 +97,7 @@ static void remu_resp_fatal(struct remu_qp *qp, u32 psn, u8 syn, bool event)
 {
 	remu_qp_error(qp);
 	if (qp->ib_qp.qp_type == IB_QPT_RC)
-		remu_resp_ack(qp, psn, syn, false, 0);
+		remu_resp_ack(qp, psn, syn, REMU_ACK, 0);
 	if (!event)
 		return;
 	remu_qp_event(qp, syn == REMU_AETH_NAK_REM_ACC_ERR ?
@@ -106,7 +118,7 @@ static void remu_resp_no_recv(struct remu_qp *qp, u32 psn)
 	}
 	remu_count(qp->rdev, REMU_CNT_RCV_RNR);
 	remu_resp_ack(qp, psn, REMU_AETH_RNR_NAK |
-		      (qp->attr.min_rnr_timer & 0x1f), false, 0);
+		      (qp->attr.min_rnr_timer & 0x1f), REMU_ACK, 0);
 }
 
 /* take a receive WQE into qp->eng.rwqe; false if none */
@@ -534,6 +546,80 @@ static u8 remu_resp_atomic(struct remu_qp *qp, struct sk_buff *skb, u64 *orig)
 }
 
 /*
+ * Execute an ATOMIC_WRITE (IBA 1.5): its 8 payload bytes stored at once
+ * at an 8-byte aligned address, under the REMOTE_WRITE right.  Return 0
+ * or a NAK syndrome.
+ */
+static u8 remu_resp_atomic_write(struct remu_qp *qp, struct sk_buff *skb)
+{
+	struct remu_skb_cb *cb = remu_cb(skb);
+	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
+	struct remu_reth *reth = remu_pkt_hdr_of(skb, info, REMU_HDR_RETH);
+	u64 va = remu_reth_va(reth), val, orig;
+	struct remu_rkey rk;
+	int err;
+
+	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_WRITE))
+		return REMU_AETH_NAK_REM_ACC_ERR;
+	/* exactly 8 bytes, aligned (IBA oA19-28) */
+	if (remu_reth_len(reth) != sizeof(val) || cb->paylen != sizeof(val) ||
+	    (va & 7))
+		return REMU_AETH_NAK_INVALID_REQ;
+	if (remu_resp_rkey(qp, remu_reth_rkey(reth), va, sizeof(val),
+			   IB_ACCESS_REMOTE_WRITE, &rk))
+		return REMU_AETH_NAK_REM_ACC_ERR;
+	memcpy(&val, skb->data + cb->hdr_len, sizeof(val));
+	err = remu_mr_atomic(rk.mr, va, REMU_ATOMIC_WRITE, val, 0, &orig);
+	remu_rkey_put(&rk);
+	if (err == -EINVAL)
+		return REMU_AETH_NAK_INVALID_REQ;
+	return err ? REMU_AETH_NAK_REM_ACC_ERR : 0;
+}
+
+/*
+ * Execute a FLUSH (IBA 1.5): make what was placed in a range (or the
+ * whole MR or window, IB_FLUSH_MR) globally visible, and for
+ * IB_FLUSH_PERSISTENT persistent; the QP and the key must grant the
+ * FLUSH right of each placement type asked for.  Return 0 or a NAK
+ * syndrome.
+ */
+static u8 remu_resp_flush(struct remu_qp *qp, struct sk_buff *skb)
+{
+	const struct remu_opcode_info *info = &remu_opcode[remu_cb(skb)->opcode];
+	struct remu_feth *feth = remu_pkt_hdr_of(skb, info, REMU_HDR_FETH);
+	struct remu_reth *reth = remu_pkt_hdr_of(skb, info, REMU_HDR_RETH);
+	u32 plt = remu_feth_plt(feth), sel = remu_feth_sel(feth);
+	u64 va = remu_reth_va(reth), len = remu_reth_len(reth);
+	unsigned int access = 0;
+	struct remu_rkey rk;
+	int err;
+
+	if (!plt || (plt & ~(IB_FLUSH_GLOBAL | IB_FLUSH_PERSISTENT)) ||
+	    (sel != IB_FLUSH_RANGE && sel != IB_FLUSH_MR))
+		return REMU_AETH_NAK_INVALID_REQ;
+	if (plt & IB_FLUSH_GLOBAL)
+		access |= IB_ACCESS_FLUSH_GLOBAL;
+	if (plt & IB_FLUSH_PERSISTENT)
+		access |= IB_ACCESS_FLUSH_PERSISTENT;
+	if ((qp->attr.qp_access_flags & access) != access)
+		return REMU_AETH_NAK_REM_ACC_ERR;
+	if (sel == IB_FLUSH_MR) {
+		/* the whole MR (or window): address and length unused */
+		if (remu_resp_rkey(qp, remu_reth_rkey(reth), 0, 0, access,
+				   &rk))
+			return REMU_AETH_NAK_REM_ACC_ERR;
+		va = rk.win ? rk.addr : rk.mr->iova;
+		len = rk.win ? rk.length : rk.mr->length;
+	} else if (remu_resp_rkey(qp, remu_reth_rkey(reth), va, len, access,
+				  &rk)) {
+		return REMU_AETH_NAK_REM_ACC_ERR;
+	}
+	err = remu_mr_flush(rk.mr, va, len, plt & IB_FLUSH_PERSISTENT);
+	remu_rkey_put(&rk);
+	return err ? REMU_AETH_NAK_REM_ACC_ERR : 0;
+}
+
+/*
  * Keep the READ or atomic request @r in the next responder resource: the
  * last max_dest_rd_atomic of them are all a requester may still be
  * waiting for, so they are the only ones a duplicate may repeat.
@@ -587,8 +673,13 @@ static void remu_resp_dup_rd(struct remu_qp *qp, struct sk_buff *skb,
 
 	if (r && (info->flags & REMU_OP_ATOMIC) && r->opcode == opcode &&
 	    r->psn == psn) {
-		remu_resp_ack(qp, psn, REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
-			      true, r->orig);
+		remu_resp_ack(qp, psn, REMU_ACK_OK, REMU_ATOMIC_ACK, r->orig);
+		return;
+	}
+	/* FLUSH, ATOMIC_WRITE: answered again, never executed again */
+	if (r && (info->flags & (REMU_OP_FLUSH | REMU_OP_ATOMIC_WRITE)) &&
+	    r->opcode == opcode && r->psn == psn) {
+		remu_resp_ack(qp, psn, REMU_ACK_OK, REMU_EMPTY_READ_RESP, 0);
 		return;
 	}
 	if (r && (info->flags & REMU_OP_READ) && r->opcode == opcode) {
@@ -664,12 +755,12 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	d = remu_psn_diff(psn, e->rpsn);
 	if (rc && d < 0) {
 		remu_count(qp->rdev, REMU_CNT_DUP_REQ);
-		if (info->flags & (REMU_OP_READ | REMU_OP_ATOMIC))
+		if (info->flags & (REMU_OP_READ | REMU_OP_ATOMIC |
+				   REMU_OP_FLUSH | REMU_OP_ATOMIC_WRITE))
 			remu_resp_dup_rd(qp, skb, psn);
 		else if (remu_bth_ack_req(bth))
 			remu_resp_ack(qp, (e->rpsn - 1) & REMU_PSN_MASK,
-				      REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
-				      false, 0);
+				      REMU_ACK_OK, REMU_ACK, 0);
 		else
 			remu_count(qp->rdev, REMU_CNT_ACK_DEFERRED);
 		goto drop;
@@ -679,7 +770,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		if (!e->nak_sent) {
 			e->nak_sent = true;
 			remu_resp_ack(qp, e->rpsn, REMU_AETH_NAK_PSN_SEQ_ERR,
-				      false, 0);
+				      REMU_ACK, 0);
 		}
 		goto drop;
 	}
@@ -789,19 +880,34 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		e->rpsn = (psn + 1) & REMU_PSN_MASK;
 		r.orig = orig;
 		remu_resp_save_res(qp, &r);
-		remu_resp_ack(qp, psn, REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
-			      true, orig);
+		remu_resp_ack(qp, psn, REMU_ACK_OK, REMU_ATOMIC_ACK, orig);
+		goto drop;
+	} else if (info->flags & (REMU_OP_FLUSH | REMU_OP_ATOMIC_WRITE)) {
+		struct remu_rd_res r = {
+			.opcode = cb->opcode, .psn = psn, .npkts = 1,
+		};
+
+		syn = (info->flags & REMU_OP_FLUSH) ?
+		      remu_resp_flush(qp, skb) :
+		      remu_resp_atomic_write(qp, skb);
+		if (syn) {
+			remu_resp_fatal(qp, psn, syn, true);
+			goto drop;
+		}
+		e->msn++;
+		e->rpsn = (psn + 1) & REMU_PSN_MASK;
+		remu_resp_save_res(qp, &r);
+		remu_resp_ack(qp, psn, REMU_ACK_OK, REMU_EMPTY_READ_RESP, 0);
 		goto drop;
 	} else {
-		/* FLUSH, ATOMIC_WRITE: not executed, so never acknowledged */
+		/* no other RC request exists; the opcode table says so */
 		remu_resp_fatal(qp, psn, REMU_AETH_NAK_INVALID_REQ, true);
 		goto drop;
 	}
 	if (end)
 		e->msn++;
 	if (rc && remu_bth_ack_req(bth))
-		remu_resp_ack(qp, psn, REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
-			      false, 0);
+		remu_resp_ack(qp, psn, REMU_ACK_OK, REMU_ACK, 0);
 	else if (rc)
 		remu_count(qp->rdev, REMU_CNT_ACK_DEFERRED);
 next:

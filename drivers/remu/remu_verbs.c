@@ -206,7 +206,8 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 {
 	struct remu_alloc_ucontext_resp resp = {
 		.abi_version = REMU_ABI_VERSION,
-		.comp_mask = REMU_UCTX_INLINE_RECV | REMU_UCTX_CQE_TIMESTAMP,
+		.comp_mask = REMU_UCTX_INLINE_RECV | REMU_UCTX_CQE_TIMESTAMP |
+			     REMU_UCTX_FLUSH_ATOMIC_WRITE,
 	};
 	struct remu_ucontext *uc = to_remu_uc(uctx);
 	int err;

@@ -34,6 +34,8 @@ enum {
 	REMU_UCTX_INLINE_RECV = 1 << 0,
 	/* create_cq takes REMU_CREATE_CQ_TIMESTAMP (completion timestamps) */
 	REMU_UCTX_CQE_TIMESTAMP = 1 << 1,
+	/* send WQEs may be IB_UVERBS_WR_ATOMIC_WRITE and IB_UVERBS_WR_FLUSH */
+	REMU_UCTX_FLUSH_ATOMIC_WRITE = 1 << 2,
 };
 
 /* Response to ibv_open_device() (IB_USER_VERBS_CMD_GET_CONTEXT). */
@@ -111,6 +113,13 @@ enum {
  * of inline data (REMU_WQE_INLINE).  opcode is an enum ib_uverbs_wr_opcode
  * (IB_UVERBS_WR_SEND, ...).  A slot holds one WQE; the slot size is fixed
  * per QP by the kernel (see remu_create_qp_resp).
+ *
+ * IB_UVERBS_WR_ATOMIC_WRITE (REMU_UCTX_FLUSH_ATOMIC_WRITE): remote_addr
+ * and rkey, and the 8 bytes to write, as they are in memory, in
+ * compare_add; no SGEs.  IB_UVERBS_WR_FLUSH (likewise): remote_addr,
+ * rkey, compare_add the length, ex_data the FETH's bits (placement type
+ * IB_FLUSH_GLOBAL/PERSISTENT in bits 3:0, selectivity IB_FLUSH_RANGE or
+ * IB_FLUSH_MR in bits 5:4); no SGEs.
  *
  * IB_UVERBS_WR_BIND_MW (ibv_bind_mw of a type 1 window, or IBV_WR_BIND_MW
  * of a type 2B window) reuses the fields, with no SGEs: ex_data names the

@@ -21,15 +21,18 @@
  * may ask for its IBV_QP_EX_WITH_* flag at creation (the same, but for
  * SEND_WITH_INV on UC: mlx5 and rxe accept the flag, IBA has no such UC
  * packet, so remu refuses the WR), and, for an opcode the module must
- * offer, the REMU_UCTX_* bit it announces (none needs one today; RDMA
- * ATOMIC_WRITE and FLUSH will be two more rows, gated that way, and two
- * more builders).  ibv_post_send() checks opcodes against the same table.
+ * offer, the REMU_UCTX_* bit it announces (ATOMIC_WRITE and FLUSH need
+ * REMU_UCTX_FLUSH_ATOMIC_WRITE).  ibv_post_send() checks opcodes against
+ * the same table (and refuses those two: ibv_send_wr cannot carry them).
+ *
+ * FLUSH also needs a libibverbs newer than 44: see remu_qp_mark_ex().
  *
  * Locking: the batch holds qp->sq_lock from ibv_wr_start() to
  * ibv_wr_complete()/ibv_wr_abort(); wr_cur, wr_start and wr_err are only
  * touched under it.
  */
 #include <assert.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -44,12 +47,15 @@
 
 #define RC	QPT(IBV_QPT_RC)
 
+/* not the module's: the loading libibverbs knows ibv_qp_ex.wr_flush */
+#define REMU_VERBS_WR_FLUSH	(1u << 31)
+
 static const struct remu_wr_op {
 	uint64_t send_op;		/* IBV_QP_EX_WITH_* */
 	enum ibv_wr_opcode opcode;
 	uint32_t post_types;		/* QPT()s of the types that post it */
 	uint32_t ask_types;		/* ... that may ask for send_op */
-	uint32_t kernel_cap;		/* REMU_UCTX_* it needs, or 0 */
+	uint32_t kernel_cap;		/* REMU_UCTX_* (REMU_VERBS_*) it needs */
 } remu_wr_ops[] = {
 	{ IBV_QP_EX_WITH_SEND, IBV_WR_SEND, ALL, ALL, 0 },
 	{ IBV_QP_EX_WITH_SEND_WITH_IMM, IBV_WR_SEND_WITH_IMM, ALL, ALL, 0 },
@@ -64,16 +70,40 @@ static const struct remu_wr_op {
 	  RC, RC, 0 },
 	{ IBV_QP_EX_WITH_LOCAL_INV, IBV_WR_LOCAL_INV, RC_UC, RC_UC, 0 },
 	{ IBV_QP_EX_WITH_BIND_MW, IBV_WR_BIND_MW, RC_UC, RC_UC, 0 },
+	{ IBV_QP_EX_WITH_ATOMIC_WRITE, IBV_WR_ATOMIC_WRITE, RC, RC,
+	  REMU_UCTX_FLUSH_ATOMIC_WRITE },
+	{ IBV_QP_EX_WITH_FLUSH, IBV_WR_FLUSH, RC, RC,
+	  REMU_UCTX_FLUSH_ATOMIC_WRITE | REMU_VERBS_WR_FLUSH },
 };
 
 #define NR_WR_OPS (sizeof(remu_wr_ops) / sizeof(remu_wr_ops[0]))
+
+/*
+ * Does the libibverbs that loaded libremu know ibv_qp_ex.wr_flush (added
+ * after rdma-core 44, with no private ABI change)?  There is no version
+ * to ask; ibv_cmd_create_cq_ex2, a private symbol of later releases, says
+ * it is new enough.  A release between the two is taken for old: FLUSH is
+ * then refused, which is safe.
+ */
+static int remu_verbs_has_wr_flush(void)
+{
+	static int known = -1;
+
+	if (known < 0)
+		known = dlsym(RTLD_DEFAULT, "ibv_cmd_create_cq_ex2") != NULL;
+	return known;
+}
 
 /* Is a QP of @type, one of @types, on @ctx, offered @op? */
 static int remu_wr_op_ok(struct ibv_context *ctx, enum ibv_qp_type type,
 			 uint32_t types, const struct remu_wr_op *op)
 {
+	uint32_t caps = to_rctx(ctx)->kernel_caps;
+
+	if (remu_verbs_has_wr_flush())
+		caps |= REMU_VERBS_WR_FLUSH;
 	return (unsigned int)type < 32 && (types & QPT(type)) &&
-	       (to_rctx(ctx)->kernel_caps & op->kernel_cap) == op->kernel_cap;
+	       (caps & op->kernel_cap) == op->kernel_cap;
 }
 
 /* 1 << IBV_WR_* of each opcode a QP of @type may post (struct remu_qp) */
@@ -290,6 +320,41 @@ static void remu_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
 	qp->wr_cur = NULL;
 }
 
+/* IBA 1.5 ATOMIC_WRITE: the 8 bytes at @atomic_wr; no data to set after */
+static void remu_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
+				 uint64_t remote_addr, const void *atomic_wr)
+{
+	struct remu_send_wqe *w = remu_wr_remote(qpx, IBV_WR_ATOMIC_WRITE,
+						 rkey, remote_addr);
+
+	if (w)
+		memcpy(&w->compare_add, atomic_wr, sizeof(w->compare_add));
+	ex_to_rqp(qpx)->wr_cur = NULL;
+}
+
+/*
+ * IBA 1.5 FLUSH of @len bytes (IBV_FLUSH_RANGE) or of the whole MR
+ * (IBV_FLUSH_MR, @level), placement @type IBV_FLUSH_GLOBAL and/or
+ * IBV_FLUSH_PERSISTENT: the FETH's bits; no data to set after
+ */
+static void remu_wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey,
+			  uint64_t remote_addr, size_t len, uint8_t type,
+			  uint8_t level)
+{
+	struct remu_send_wqe *w = remu_wr_remote(qpx, IBV_WR_FLUSH, rkey,
+						 remote_addr);
+	struct remu_qp *qp = ex_to_rqp(qpx);
+
+	if (w && (!type || (type & ~(IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT)) ||
+		  level > IBV_FLUSH_MR || len > UINT32_MAX))
+		remu_wr_fail(qp, EINVAL);
+	else if (w) {
+		w->compare_add = len;
+		w->ex_data = type | (uint32_t)level << 4;
+	}
+	qp->wr_cur = NULL;
+}
+
 static void remu_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 {
 	struct remu_send_wqe *w = remu_wr_new(qpx, IBV_WR_LOCAL_INV);
@@ -399,6 +464,9 @@ static void remu_qp_fill_wr_ops(struct ibv_qp_ex *qpx)
 	qpx->wr_rdma_read = remu_wr_rdma_read;
 	qpx->wr_atomic_cmp_swp = remu_wr_atomic_cmp_swp;
 	qpx->wr_atomic_fetch_add = remu_wr_atomic_fetch_add;
+	qpx->wr_atomic_write = remu_wr_atomic_write;
+	if (remu_verbs_has_wr_flush())
+		qpx->wr_flush = remu_wr_flush;
 	qpx->wr_bind_mw = remu_wr_bind_mw;
 	qpx->wr_local_inv = remu_wr_local_inv;
 	qpx->wr_set_sge = remu_wr_set_sge;
@@ -412,12 +480,13 @@ static void remu_qp_fill_wr_ops(struct ibv_qp_ex *qpx)
  * Mark @qp an ibv_qp_ex for ibv_qp_to_qp_ex(), which reads
  * verbs_qp.comp_mask right after libibverbs' own struct ibv_qp_ex.  That
  * struct grew by wr_flush after rdma-core 44 with no private ABI change
- * (PABI 34 in both), and libremu is built in the 56.1 tree but loaded by
- * the system's libibverbs 44, which looks 8 bytes earlier: at the low half
- * of wr_flush.  So the flag goes to both words.  wr_flush itself is never
- * used: FLUSH is refused at creation, and a program built against 44 has
- * no ibv_wr_flush().  The assertion catches a tree whose ibv_qp_ex grew
- * again.
+ * (PABI 34 in both), and libremu is built in the 56.1 tree but may be
+ * loaded by libibverbs 44 (bookworm's), which looks 8 bytes earlier: at
+ * the low half of wr_flush.  Under such a libibverbs the flag goes to
+ * both words, and wr_flush is never set (FLUSH is refused at creation; a
+ * program built against 44 has no ibv_wr_flush()); under a newer one
+ * wr_flush is a real member and only the real comp_mask is marked.  The
+ * assertion catches a tree whose ibv_qp_ex grew again.
  */
 static void remu_qp_mark_ex(struct remu_qp *qp)
 {
@@ -428,6 +497,8 @@ static void remu_qp_mark_ex(struct remu_qp *qp)
 	static_assert(offsetof(struct ibv_qp_ex, wr_flush) + sizeof(void *) ==
 		      sizeof(struct ibv_qp_ex), "ibv_qp_ex: not 44 + wr_flush");
 	qp->vqp.comp_mask |= VERBS_QP_EX;
+	if (remu_verbs_has_wr_flush())
+		return;
 	memcpy(&mask, v44, sizeof(mask));
 	mask |= VERBS_QP_EX;
 	memcpy(v44, &mask, sizeof(mask));

@@ -390,7 +390,9 @@ static int remu_build_send_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
 	uint32_t len = 0;
 	int i;
 
-	if (!remu_opcode_ok(qp, wr->opcode))
+	/* ibv_send_wr has no field for what these carry: ibv_wr_* only */
+	if (!remu_opcode_ok(qp, wr->opcode) ||
+	    wr->opcode == IBV_WR_ATOMIC_WRITE || wr->opcode == IBV_WR_FLUSH)
 		return EINVAL;
 	if (wr->opcode == IBV_WR_BIND_MW) {
 		remu_wqe_init(w, wr->wr_id, wr->opcode, wr->send_flags);
