@@ -11,7 +11,8 @@
  * max_inline, atomics (FETCH_ADD and CMP_SWP value for value, 2 x 500
  * concurrent FETCH_ADDs from two QPs, a misaligned target), the error
  * completions (bad lkey, bad rkey, out of bounds, missing remote right:
- * exact status, the rest flushed) and RNR (retried until a receive is
+ * exact status, the rest flushed; qp_access_flags with MR-only bits
+ * accepted, the QP's remote rights still enforced) and RNR (retried until a receive is
  * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR; a stream of multi-packet
  * SENDs against a receiver that posts late, every message once, in
  * order), a QP pair reset after an error and used again both ways, the
@@ -888,6 +889,56 @@ TEST_F(dp, err_read_no_right)
 	wr.wr.rdma.rkey = wo->rkey;
 	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
 	ibv_dereg_mr(wo);
+}
+
+/*
+ * qp_access_flags with bits that mean something only for an MR
+ * (LOCAL_WRITE, ON_DEMAND, HUGETLB, RELAXED_ORDERING): mlx5 accepts them
+ * at INIT and keeps only the remote rights, which query_qp returns and
+ * the responder enforces.  b's QP gets REMOTE_WRITE with all of them: a
+ * WRITE lands byte for byte, a READ (the MR allows it) is refused.
+ */
+TEST_F(dp, qp_access_mr_bits)
+{
+	const unsigned int mr_only = IBV_ACCESS_LOCAL_WRITE |
+				     IBV_ACCESS_ON_DEMAND |
+				     IBV_ACCESS_HUGETLB |
+				     IBV_ACCESS_RELAXED_ORDERING;
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x123);
+	struct remu_conn_dest d = { .qpn = self->a.qp->qp_num,
+				    .gid = self->a.gid,
+				    .mtu = remu_min_mtu(self->a.mtu,
+							self->b.mtu) };
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 3000,
+			       self->a.mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_qp_init_attr qia;
+	struct ibv_qp_attr q;
+	struct ibv_wc wc;
+	int i;
+
+	ra.access = IBV_ACCESS_REMOTE_WRITE | mr_only;
+	ra.reset = true;
+	ASSERT_EQ(0, remu_qp_connect(self->b.qp, &ra, GID_INDEX, &d));
+	ASSERT_EQ(0, ibv_query_qp(self->b.qp, &q, IBV_QP_ACCESS_FLAGS, &qia));
+	EXPECT_EQ(IBV_ACCESS_REMOTE_WRITE, q.qp_access_flags);
+
+	for (i = 0; i < 3000; i++)
+		self->a.buf[i] = (uint8_t)(i * 7 + 3);
+	memset(self->b.buf, 0xee, 3002);
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf + 1;
+	wr.wr.rdma.rkey = self->b.mr->rkey;
+	ASSERT_EQ(0, post1(self->a.qp, &wr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(-1, remu_cmp(self->a.buf, self->b.buf + 1, 3000));
+	EXPECT_EQ(0xee, self->b.buf[0]);
+	EXPECT_EQ(0xee, self->b.buf[3001]);
+
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.send_flags = 0;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
 }
 
 /* a port counter of @dev, from sysfs; -1 if unreadable */
