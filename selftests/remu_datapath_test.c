@@ -26,7 +26,8 @@
  * inline sends, READ/atomics refused at post, a WRITE to a bad rkey
  * dropped with the QP still working; UD SEND and SEND_WITH_IMM up to the
  * MTU with the 40-byte GRH area (IPv4 header checked) before the data,
- * src_qp, Q_Key mismatch dropped, MTU + 1 refused with LOC_LEN_ERR.
+ * src_qp, wc.sl the RoCE packet type as on mlx5 (0xa: UDP, IPv4), Q_Key
+ * mismatch dropped, MTU + 1 refused with LOC_LEN_ERR.
  */
 #include <endian.h>
 #include <errno.h>
@@ -2087,6 +2088,8 @@ static void ud_send_check(struct __test_metadata *_metadata, struct side *s,
 	EXPECT_EQ(r->qp->qp_num, wc.qp_num);
 	EXPECT_EQ(s->qp->qp_num, wc.src_qp);
 	EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
+	/* the RoCE packet type, as mlx5 reports it: UDP (8) | IPv4 (2) */
+	EXPECT_EQ(0xa, wc.sl);
 	EXPECT_EQ(imm ? IBV_WC_WITH_IMM : 0, wc.wc_flags & IBV_WC_WITH_IMM);
 	if (imm)
 		EXPECT_EQ(htobe32(0xd0000000 + seed), wc.imm_data);

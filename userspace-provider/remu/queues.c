@@ -116,6 +116,30 @@ int remu_resize_cq(struct ibv_cq *ibcq, int cqe)
 	return ret;
 }
 
+/*
+ * wc.sl of a UD receive, as mlx5's provider reports it on RoCE: the CQE's
+ * packet type, bit 3 "has a UDP header" (RoCEv2) and bits 2:0 the L3
+ * header (1 IPv6, 2 IPv4).  UCX's UD transport reads the GRH area's
+ * destination by it (docs/compatibility.md).
+ */
+enum {
+	REMU_WC_SL_ROCE_UDP	= 0x8,
+	REMU_WC_SL_L3_IPV6	= 0x1,
+	REMU_WC_SL_L3_IPV4	= 0x2,
+};
+
+static uint8_t remu_cqe_sl(const struct remu_cqe *c)
+{
+	switch (c->network_hdr_type) {
+	case REMU_NET_IPV4:
+		return REMU_WC_SL_ROCE_UDP | REMU_WC_SL_L3_IPV4;
+	case REMU_NET_IPV6:
+		return REMU_WC_SL_ROCE_UDP | REMU_WC_SL_L3_IPV6;
+	default:
+		return c->sl;
+	}
+}
+
 static void remu_cqe_to_wc(const struct remu_cqe *c, struct ibv_wc *wc)
 {
 	wc->wr_id = c->wr_id;
@@ -137,7 +161,7 @@ static void remu_cqe_to_wc(const struct remu_cqe *c, struct ibv_wc *wc)
 		wc->wc_flags |= IBV_WC_IP_CSUM_OK;
 	wc->pkey_index = c->pkey_index;
 	wc->slid = c->slid;
-	wc->sl = c->sl;
+	wc->sl = remu_cqe_sl(c);
 	wc->dlid_path_bits = c->dlid_path_bits;
 }
 
