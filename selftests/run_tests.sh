@@ -13,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 cd "$repo"
 
-all_tests=(remu_device_test remu_mr_test remu_queue_test remu_datapath_test remu_odp_test remu_rereg_test remu_inline_test remu_dmabuf_test remu_disassoc_test remu_teardown_test remu_dm_test remu_mw_test remu_dm_pool_test.sh remu_link_test.sh remu_wire_test.sh remu_interop_test.sh remu_pingpong_test.sh remu_perftest_test.sh remu_ucx_test.sh remu_netem_test.sh remu_cm_test.sh remu_nvmeof_test.sh remu_install_test.sh)
+all_tests=(remu_device_test remu_mr_test remu_queue_test remu_datapath_test remu_odp_test remu_rereg_test remu_inline_test remu_dmabuf_test remu_disassoc_test remu_teardown_test remu_dm_test remu_mw_test remu_dm_pool_test.sh remu_link_test.sh remu_wire_test.sh remu_interop_test.sh remu_pingpong_test.sh remu_perftest_test.sh remu_ucx_test.sh remu_fabric_test.sh remu_netem_test.sh remu_cm_test.sh remu_nvmeof_test.sh remu_install_test.sh)
 # --list: print the names of all tests, one a line, and run nothing.
 if [ "${1:-}" = --list ]; then
 	printf '%s\n' "${all_tests[@]}"

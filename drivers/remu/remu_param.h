@@ -58,7 +58,7 @@
 #define REMU_MAX_INLINE		256
 #define REMU_MAX_RD_ATOMIC	16
 #define REMU_MAX_CQ		16384
-#define REMU_MAX_CQE		65536
+#define REMU_MAX_CQE		4194303		/* mlx5's: (1 << 22) - 1 */
 #define REMU_MAX_SRQ		16384
 #define REMU_MAX_SRQ_WR		16384
 #define REMU_MAX_SRQ_SGE	16

@@ -29,13 +29,18 @@
 /*
  * Inline receive (scatter to CQE) is on unless the environment says
  * REMU_SCATTER_TO_CQE=0 when the CQ is created (the name follows mlx5's
- * MLX5_SCATTER_TO_CQE), and only when the module offers it.
+ * MLX5_SCATTER_TO_CQE), and only when the module offers it, for CQs of
+ * at most REMU_CQ_INLINE_MAX_CQE entries: its slots are 256 bytes, a
+ * plain one 64, and a CQ may have up to max_cqe (4 M) entries.
  */
-static int remu_want_inline_recv(struct ibv_context *ctx)
+#define REMU_CQ_INLINE_MAX_CQE	65536
+
+static int remu_want_inline_recv(struct ibv_context *ctx, int cqe)
 {
 	const char *env = getenv("REMU_SCATTER_TO_CQE");
 
-	if (!(to_rctx(ctx)->kernel_caps & REMU_UCTX_INLINE_RECV))
+	if (!(to_rctx(ctx)->kernel_caps & REMU_UCTX_INLINE_RECV) ||
+	    cqe > REMU_CQ_INLINE_MAX_CQE)
 		return 0;
 	return !env || strcmp(env, "0");
 }
@@ -52,7 +57,7 @@ struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe,
 	if (!cq)
 		return NULL;
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
-	if (remu_want_inline_recv(ctx))
+	if (remu_want_inline_recv(ctx, cqe))
 		cmd.flags = REMU_CREATE_CQ_INLINE_RECV;
 	ret = ibv_cmd_create_cq(ctx, cqe, channel, comp_vector, &cq->ibcq,
 				&cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
