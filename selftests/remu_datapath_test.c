@@ -14,7 +14,8 @@
  * exact status, the rest flushed; a receive WQE that fails at the
  * responder - bad lkey, another PD's MR, past its MR's end, too short -
  * completes there with the local error and the SEND with REM_OP_ERR or
- * REM_INV_REQ_ERR) and RNR (retried until a receive is
+ * REM_INV_REQ_ERR; qp_access_flags with MR-only bits accepted, the QP's
+ * remote rights still enforced) and RNR (retried until a receive is
  * posted; with rnr_retry 0, RNR_RETRY_EXC_ERR; a stream of multi-packet
  * SENDs against a receiver that posts late, every message once, in
  * order), a QP pair reset after an error and used again both ways, the
@@ -35,7 +36,8 @@
  * inline sends, READ/atomics refused at post, a WRITE to a bad rkey
  * dropped with the QP still working; UD SEND and SEND_WITH_IMM up to the
  * MTU with the 40-byte GRH area (IPv4 header checked) before the data,
- * src_qp, Q_Key mismatch dropped, MTU + 1 refused with LOC_LEN_ERR.
+ * src_qp, wc.sl the RoCE packet type as on mlx5 (0xa: UDP, IPv4), Q_Key
+ * mismatch dropped, MTU + 1 refused with LOC_LEN_ERR.
  */
 #include <endian.h>
 #include <errno.h>
@@ -984,6 +986,56 @@ TEST_F(dp, err_read_no_right)
 	wr.wr.rdma.rkey = wo->rkey;
 	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
 	ibv_dereg_mr(wo);
+}
+
+/*
+ * qp_access_flags with bits that mean something only for an MR
+ * (LOCAL_WRITE, ON_DEMAND, HUGETLB, RELAXED_ORDERING): mlx5 accepts them
+ * at INIT and keeps only the remote rights, which query_qp returns and
+ * the responder enforces.  b's QP gets REMOTE_WRITE with all of them: a
+ * WRITE lands byte for byte, a READ (the MR allows it) is refused.
+ */
+TEST_F(dp, qp_access_mr_bits)
+{
+	const unsigned int mr_only = IBV_ACCESS_LOCAL_WRITE |
+				     IBV_ACCESS_ON_DEMAND |
+				     IBV_ACCESS_HUGETLB |
+				     IBV_ACCESS_RELAXED_ORDERING;
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x123);
+	struct remu_conn_dest d = { .qpn = self->a.qp->qp_num,
+				    .gid = self->a.gid,
+				    .mtu = remu_min_mtu(self->a.mtu,
+							self->b.mtu) };
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 3000,
+			       self->a.mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct ibv_qp_init_attr qia;
+	struct ibv_qp_attr q;
+	struct ibv_wc wc;
+	int i;
+
+	ra.access = IBV_ACCESS_REMOTE_WRITE | mr_only;
+	ra.reset = true;
+	ASSERT_EQ(0, remu_qp_connect(self->b.qp, &ra, GID_INDEX, &d));
+	ASSERT_EQ(0, ibv_query_qp(self->b.qp, &q, IBV_QP_ACCESS_FLAGS, &qia));
+	EXPECT_EQ(IBV_ACCESS_REMOTE_WRITE, q.qp_access_flags);
+
+	for (i = 0; i < 3000; i++)
+		self->a.buf[i] = (uint8_t)(i * 7 + 3);
+	memset(self->b.buf, 0xee, 3002);
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf + 1;
+	wr.wr.rdma.rkey = self->b.mr->rkey;
+	ASSERT_EQ(0, post1(self->a.qp, &wr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(-1, remu_cmp(self->a.buf, self->b.buf + 1, 3000));
+	EXPECT_EQ(0xee, self->b.buf[0]);
+	EXPECT_EQ(0xee, self->b.buf[3001]);
+
+	wr.opcode = IBV_WR_RDMA_READ;
+	wr.send_flags = 0;
+	expect_err(_metadata, &self->a, &wr, IBV_WC_REM_ACCESS_ERR);
 }
 
 /* a port counter of @dev, from sysfs; -1 if unreadable */
@@ -2144,6 +2196,8 @@ static void ud_send_check(struct __test_metadata *_metadata, struct side *s,
 	EXPECT_EQ(r->qp->qp_num, wc.qp_num);
 	EXPECT_EQ(s->qp->qp_num, wc.src_qp);
 	EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
+	/* the RoCE packet type, as mlx5 reports it: UDP (8) | IPv4 (2) */
+	EXPECT_EQ(0xa, wc.sl);
 	EXPECT_EQ(imm ? IBV_WC_WITH_IMM : 0, wc.wc_flags & IBV_WC_WITH_IMM);
 	if (imm)
 		EXPECT_EQ(htobe32(0xd0000000 + seed), wc.imm_data);

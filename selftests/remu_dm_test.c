@@ -2,8 +2,10 @@
 /*
  * remu_dm_test - device memory (ibv_alloc_dm) end to end: max_dm_size is
  * the pool (1 MiB by default); allocations are zeroed and freed; the
- * memcpy_to/from_dm round trips at every offset/length edge (unaligned,
- * zero length, the last byte) and out-of-range copies are refused;
+ * memcpy_to/from_dm round trips at every offset/length edge (zero
+ * length, the last word) and, as on mlx5, copies past the length asked
+ * for refused with EFAULT and unaligned ones (offset or length not a
+ * multiple of 4) with EINVAL;
  * several zero-based MRs on one allocation; RDMA WRITE, READ, CMP_SWP and
  * FETCH_ADD from remu1 into DM MRs on remu0, and remu0 sending from a DM
  * MR as a local SGE, all checked byte for byte through memcpy_from_dm;
@@ -175,13 +177,19 @@ TEST_F(dm, stats)
 	EXPECT_EQ(POOL_SIZE - used0, dm_stat("dm_largest_free"));
 }
 
-/* every offset/length edge of a 10000-byte allocation */
+/*
+ * Every offset/length edge of a 10000-byte allocation, with mlx5's rules:
+ * a range past the length asked for is EFAULT (checked first, also when
+ * it wraps around 64 bits), an offset or length that is not a multiple
+ * of 4 bytes EINVAL; a refused copy moves no byte either way.
+ */
 TEST_F(dm, memcpy_edges)
 {
-	static const uint64_t offs[] = { 0, 1, 7, 8, 4095, 4096, 4097, 8191,
-					 8192, 9998, 9999, 10000 };
-	static const size_t lens[] = { 0, 1, 2, 3, 8, 13, 4095, 4096, 4097,
-				       9999, 10000 };
+	static const uint64_t offs[] = { 0, 1, 2, 3, 4, 8, 4092, 4095, 4096,
+					 4097, 4100, 8188, 8191, 8192, 9996,
+					 9998, 9999, 10000 };
+	static const size_t lens[] = { 0, 1, 2, 3, 4, 8, 13, 4092, 4095, 4096,
+				       4097, 4100, 9996, 9999, 10000 };
 	const size_t len = 10000;
 	uint8_t *model, *in, *out;
 	struct ibv_dm *dm;
@@ -198,30 +206,44 @@ TEST_F(dm, memcpy_edges)
 		for (j = 0; j < sizeof(lens) / sizeof(lens[0]); j++) {
 			uint64_t o = offs[i];
 			size_t l = lens[j];
+			int want = o + l > len ? EFAULT :
+				   (o | l) & 3 ? EINVAL : 0;
 
-			if (o + l > len) {
-				EXPECT_EQ(EINVAL,
-					  ibv_memcpy_to_dm(dm, o, in, l));
-				EXPECT_EQ(EINVAL,
-					  ibv_memcpy_from_dm(out, dm, o, l));
-				continue;
-			}
 			pattern(in, l, seed++);
-			ASSERT_EQ(0, ibv_memcpy_to_dm(dm, o, in, l));
-			memcpy(model + o, in, l);
+			EXPECT_EQ(want, ibv_memcpy_to_dm(dm, o, in, l))
+				TH_LOG("to_dm offset %llu length %zu",
+				       (unsigned long long)o, l);
+			if (!want)
+				memcpy(model + o, in, l);
 			memset(out, 0xee, len);
-			ASSERT_EQ(0, ibv_memcpy_from_dm(out, dm, o, l));
-			ASSERT_EQ(0, memcmp(out, in, l));
+			EXPECT_EQ(want, ibv_memcpy_from_dm(out, dm, o, l))
+				TH_LOG("from_dm offset %llu length %zu",
+				       (unsigned long long)o, l);
+			if (want) {
+				ASSERT_EQ(0xee, out[0]);
+			} else {
+				ASSERT_EQ(0, memcmp(out, in, l));
+			}
 			/* the whole allocation matches the model */
 			ASSERT_EQ(0, ibv_memcpy_from_dm(out, dm, 0, len));
 			ASSERT_EQ(0, memcmp(out, model, len));
 		}
 	}
-	/* offsets that wrap around */
-	EXPECT_EQ(EINVAL, ibv_memcpy_to_dm(dm, UINT64_MAX, in, 2));
-	EXPECT_EQ(EINVAL, ibv_memcpy_from_dm(out, dm, UINT64_MAX - 1, 4));
-	EXPECT_EQ(EINVAL, ibv_memcpy_to_dm(dm, 1, in, SIZE_MAX));
+	/* ranges that wrap around, aligned or not */
+	EXPECT_EQ(EFAULT, ibv_memcpy_to_dm(dm, UINT64_MAX, in, 2));
+	EXPECT_EQ(EFAULT, ibv_memcpy_to_dm(dm, UINT64_MAX - 3, in, 8));
+	EXPECT_EQ(EFAULT, ibv_memcpy_from_dm(out, dm, UINT64_MAX - 1, 4));
+	EXPECT_EQ(EFAULT, ibv_memcpy_to_dm(dm, 1, in, SIZE_MAX));
+	EXPECT_EQ(EFAULT, ibv_memcpy_from_dm(out, dm, 4, SIZE_MAX & ~3ul));
+	ASSERT_EQ(0, ibv_free_dm(dm));
 
+	/* the length asked for bounds the copies, not the page behind it */
+	dm = dm_alloc(self->ctx, 10, 0);
+	ASSERT_NE(NULL, dm);
+	EXPECT_EQ(0, ibv_memcpy_to_dm(dm, 4, in, 4));
+	EXPECT_EQ(EFAULT, ibv_memcpy_to_dm(dm, 8, in, 4));
+	EXPECT_EQ(EFAULT, ibv_memcpy_from_dm(out, dm, 0, 12));
+	EXPECT_EQ(EINVAL, ibv_memcpy_from_dm(out, dm, 8, 2));
 	ASSERT_EQ(0, ibv_free_dm(dm));
 	free(model);
 	free(in);
@@ -250,7 +272,7 @@ TEST_F(dm, free_busy_with_mr)
 	ASSERT_EQ(0, ibv_dereg_mr(mr1));
 	EXPECT_EQ(EBUSY, ibv_free_dm(dm));
 	/* the DM still works after a refused free */
-	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, "x", 1));
+	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, "xyz", 4));
 	ASSERT_EQ(0, ibv_dereg_mr(mr2));
 	ASSERT_EQ(0, ibv_free_dm(dm));
 }

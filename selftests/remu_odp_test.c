@@ -44,6 +44,13 @@
  * scripts/check runs it in a --numa boot) and MADV_PAGEOUT to a zram swap
  * device the test sets up.
  *
+ * Fixture huge (remu0 -> remu1, vm.nr_hugepages raised and restored):
+ * MAP_HUGETLB memory behind an explicit ODP MR with IBV_ACCESS_HUGETLB,
+ * an implicit MR, or a pinned HUGETLB MR; remote WRITE and READ byte for
+ * byte, munmap and re-fault (ODP), per-MR counters in 4 KiB pages, and
+ * HUGETLB over ordinary pages failing at access.  refused_requests: an
+ * implicit MR with HUGETLB (EINVAL, as mlx5) and an unknown advice.
+ *
  * Fixture xport: UC SEND and WRITE, UD SEND, RC SEND through an SRQ, with
  * explicit ODP MRs on both sides, remu0<->remu1 and loopback.  Object counts (MRs) are back at baseline after
  * each fixture's teardown.
@@ -236,8 +243,9 @@ TEST(huge_registration)
 }
 
 /*
- * What remu refuses plainly: ODP over hugetlb pages (not implemented) and
- * an advice it does not know.
+ * What remu refuses plainly, as mlx5: an implicit ODP MR with
+ * IBV_ACCESS_HUGETLB (EINVAL, the core's rule; explicit ones work: fixture
+ * huge) and an advice it does not know.
  */
 TEST(refused_requests)
 {
@@ -254,9 +262,9 @@ TEST(refused_requests)
 		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, p);
 	errno = 0;
-	mr = ibv_reg_mr(pd, p, 1 << 20, ODP_ACCESS | IBV_ACCESS_HUGETLB);
+	mr = ibv_reg_mr(pd, NULL, SIZE_MAX, ODP_ACCESS | IBV_ACCESS_HUGETLB);
 	EXPECT_EQ(NULL, mr);
-	EXPECT_EQ(EOPNOTSUPP, errno);
+	EXPECT_EQ(EINVAL, errno);
 	if (mr)
 		ibv_dereg_mr(mr);
 	mr = ibv_reg_mr(pd, p, 1 << 20, ODP_ACCESS);
@@ -1466,6 +1474,162 @@ TEST_F(mm, swap_out)
 	munmap(p, len);
 	if (ours)
 		zram_swap_off();
+}
+
+/*
+ * hugetlbfs pages (MAP_HUGETLB, 2 MiB).  The fixture raises
+ * vm.nr_hugepages by HUGE_RESERVE and its teardown (in the parent, so it
+ * runs whatever the test did) puts the old value back.  Side b's target
+ * is two huge pages at @r, side a's local buffer its ODP MR, remu0 ->
+ * remu1; variant by b's MR over the huge pages:
+ *  odp:      an explicit ODP MR with IBV_ACCESS_HUGETLB (mlx5 accepts it:
+ *            the core's umem then faults and invalidates whole 2 MiB
+ *            pages);
+ *  implicit: b's implicit ODP MR (4 KiB pages over the huge ones);
+ *  pinned:   a plain registration with IBV_ACCESS_HUGETLB.
+ * A remote WRITE across the two huge pages and a READ back, byte for
+ * byte; with ODP, munmap takes the pages away (a READ then gets
+ * REM_ACCESS_ERR), and after a new mmap at the same address with new
+ * content a READ faults the new pages in.  The explicit MR's per-MR
+ * counters are in 4 KiB pages, as on mlx5: two huge pages are 1024.
+ * Also (odp): an ODP MR with HUGETLB over ordinary pages registers, and
+ * the device's access fails (REM_ACCESS_ERR), as on mlx5.
+ */
+#define HUGE_SZ		(2UL << 20)
+#define HUGE_RESERVE	4
+#define HUGE_NR		"/proc/sys/vm/nr_hugepages"
+#define HUGE_FREE	"/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages"
+
+FIXTURE(huge) {
+	long long nr0;		/* vm.nr_hugepages before */
+};
+
+FIXTURE_VARIANT(huge) {
+	int kind;		/* 0 pinned, 1 explicit ODP, 2 implicit ODP */
+};
+
+FIXTURE_VARIANT_ADD(huge, pinned) { .kind = 0 };
+FIXTURE_VARIANT_ADD(huge, odp) { .kind = 1 };
+FIXTURE_VARIANT_ADD(huge, implicit) { .kind = 2 };
+
+static int huge_set(long long n)
+{
+	char cmd[96];
+
+	snprintf(cmd, sizeof(cmd), "echo %lld > " HUGE_NR, n);
+	return remu_sh(cmd);
+}
+
+FIXTURE_SETUP(huge)
+{
+	self->nr0 = remu_read_num(HUGE_NR);
+	ASSERT_LE(0, self->nr0);
+	ASSERT_EQ(0, huge_set(self->nr0 + HUGE_RESERVE));
+}
+
+FIXTURE_TEARDOWN_PARENT(huge)
+{
+	EXPECT_EQ(0, huge_set(self->nr0));
+	EXPECT_EQ(self->nr0, remu_read_num(HUGE_NR));
+}
+
+/* two huge pages at @at (MAP_FIXED) or anywhere: the mapping, or NULL */
+static uint8_t *huge_map(void *at)
+{
+	void *p = mmap(at, 2 * HUGE_SZ, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB |
+		       (at ? MAP_FIXED : 0), -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+TEST_F(huge, remote)
+{
+	const size_t woff = HUGE_SZ - 300000 + 3, wlen = 1 << 20;
+	const size_t roff = HUGE_SZ - 500000, rlen = (1 << 20) + 1;
+	const int rw = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		       IBV_ACCESS_REMOTE_READ;
+	struct side a = {}, b = {};
+	struct ibv_mr *mr = NULL, *bad;
+	uint32_t rkey;
+	uint8_t *r;
+
+	if (remu_read_num(HUGE_FREE) < 2)
+		SKIP(return, "the kernel gave no 2 MiB pages (free %lld)",
+		     remu_read_num(HUGE_FREE));
+	ASSERT_EQ(0, side_open(&a, "remu0", 0));
+	ASSERT_EQ(0, side_open(&b, "remu1", variant->kind == 2));
+	ASSERT_EQ(0, side_connect(&a, &b));
+	ASSERT_EQ(0, side_connect(&b, &a));
+	r = huge_map(NULL);
+	ASSERT_NE(NULL, r) TH_LOG("MAP_HUGETLB: %s", strerror(errno));
+	if (variant->kind == 2) {
+		rkey = b.mr->rkey;
+	} else {
+		/* not huge-page aligned: the umem is aligned for it */
+		mr = ibv_reg_mr(b.pd, r + 4096, 2 * HUGE_SZ - 8192,
+				rw | IBV_ACCESS_HUGETLB |
+				(variant->kind ? IBV_ACCESS_ON_DEMAND : 0));
+		ASSERT_NE(NULL, mr) TH_LOG("reg_mr HUGETLB: %s",
+					   strerror(errno));
+		rkey = mr->rkey;
+	}
+
+	/* a WRITE across the two huge pages, then a READ of another range */
+	fill(a.buf, wlen, 71);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&a, IBV_WR_RDMA_WRITE, (uintptr_t)a.buf, wlen,
+			(uintptr_t)r + woff, rkey));
+	EXPECT_EQ(-1, remu_cmp(a.buf, r + woff, wlen));
+	if (variant->kind == 1)
+		EXPECT_EQ(2 * HUGE_SZ / 4096,
+			  mr_stat("remu1", rkey, "page_faults"));
+	fill(r + roff, rlen, 72);
+	memset(a.buf, 0, rlen);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma1(&a, IBV_WR_RDMA_READ, (uintptr_t)a.buf, rlen,
+			(uintptr_t)r + roff, rkey));
+	EXPECT_EQ(-1, remu_cmp(r + roff, a.buf, rlen));
+
+	if (variant->kind) {
+		/* munmap takes the huge pages away from the device */
+		ASSERT_EQ(0, munmap(r, 2 * HUGE_SZ));
+		if (variant->kind == 1)
+			EXPECT_EQ(2 * HUGE_SZ / 4096,
+				  mr_stat("remu1", rkey,
+					  "page_invalidations"));
+		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+			  rdma1(&a, IBV_WR_RDMA_READ, (uintptr_t)a.buf, 4096,
+				(uintptr_t)r + roff, rkey));
+		ASSERT_EQ(0, renew_qps(&a, &b));
+		/* new huge pages, new content: a READ faults them in */
+		ASSERT_EQ(r, huge_map(r));
+		fill(r + roff, rlen, 73);
+		memset(a.buf, 0, rlen);
+		ASSERT_EQ(IBV_WC_SUCCESS,
+			  rdma1(&a, IBV_WR_RDMA_READ, (uintptr_t)a.buf, rlen,
+				(uintptr_t)r + roff, rkey));
+		EXPECT_EQ(-1, remu_cmp(r + roff, a.buf, rlen));
+		if (variant->kind == 1)
+			EXPECT_EQ(4 * HUGE_SZ / 4096,
+				  mr_stat("remu1", rkey, "page_faults"));
+	}
+
+	if (variant->kind == 1) {
+		/* HUGETLB over ordinary pages: registers, access fails */
+		bad = ibv_reg_mr(b.pd, b.buf, ODP_SIZE,
+				 ODP_ACCESS | IBV_ACCESS_HUGETLB);
+		ASSERT_NE(NULL, bad);
+		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+			  rdma1(&a, IBV_WR_RDMA_WRITE, (uintptr_t)a.buf, 64,
+				(uintptr_t)b.buf, bad->rkey));
+		EXPECT_EQ(0, ibv_dereg_mr(bad));
+	}
+	if (mr)
+		EXPECT_EQ(0, ibv_dereg_mr(mr));
+	munmap(r, 2 * HUGE_SZ);
+	side_close(&a);
+	side_close(&b);
 }
 
 /*

@@ -9,19 +9,24 @@
  *
  * flags_*: every combination of CHANGE_TRANSLATION, CHANGE_PD and
  * CHANGE_ACCESS.  Before: the peer WRITEs and READs through the rkey and
- * a SENDs from the MR (lkey).  After: the keys changed; the peer READs the
- * new range through the new rkey over the QP of the new PD, WRITEs it
- * (or, with the access change that drops REMOTE_WRITE, gets
- * REM_ACCESS_ERR), a SENDs from it with the new lkey; the old rkey gets
- * REM_ACCESS_ERR and the old range is not touched, the old lkey gives
- * LOC_PROT_ERR, and with a PD change the QP of the old PD gets
- * REM_ACCESS_ERR with the new rkey.
+ * a SENDs from the MR (lkey).  After: the keys are the same (as on mlx5
+ * and rxe); the peer READs the new range through the rkey it held before,
+ * over the QP of the new PD, WRITEs it (or, with the access change that
+ * drops REMOTE_WRITE, gets REM_ACCESS_ERR), a SENDs from it with the
+ * lkey; with a new translation the old range is out of the MR (a WRITE
+ * there gets REM_ACCESS_ERR and changes nothing, a local SGE there
+ * LOC_PROT_ERR), and with a PD change the QP of the old PD gets
+ * REM_ACCESS_ERR.
  *
- * race: the peer streams WRITEs through the old rkey and, once the first
+ * race: the peer streams WRITEs through the rkey and, once the first
  * have landed, a moves the MR to another range; every WRITE completes or
  * fails with REM_ACCESS_ERR
  * (then the rest are flushed), and once ibv_rereg_mr has returned the old
- * range never changes again.
+ * range never changes again.  race_keep: the peer streams WRITEs through
+ * the rkey while a re-registers the MR again and again without moving it
+ * (rights changed back and forth with REMOTE_WRITE kept, a new translation
+ * of the same range): the key is never missing, every WRITE lands, and
+ * the range holds what the WRITEs wrote, in order.
  *
  * bad_input: unknown flags and flags 0, a new range that is not mapped
  * (pinned: EFAULT; ODP registers and the first access fails with
@@ -281,27 +286,27 @@ static void rereg_case(struct __test_metadata *_metadata,
 	ret = ibv_rereg_mr(a->mr, flags, a->pd[1], flags & T ? nbuf : NULL,
 			   flags & T ? LEN : 0, flags & A ? new_access : 0);
 	ASSERT_EQ(0, ret) TH_LOG("rereg 0x%x: %s", flags, strerror(errno));
-	EXPECT_NE(old_key, a->mr->rkey);
-	EXPECT_EQ(a->mr->lkey, a->mr->rkey);
+	EXPECT_EQ(old_key, a->mr->rkey);
+	EXPECT_EQ(old_key, a->mr->lkey);
 	EXPECT_EQ(a->pd[np], a->mr->pd);
 	if (flags & T) {
 		EXPECT_EQ(nbuf, a->mr->addr);
 		EXPECT_EQ(LEN, a->mr->length);
 	}
 
-	/* after: remote READ of the new range through the new rkey */
+	/* after: remote READ of the new range through the rkey of before */
 	fill(nbuf, LEN, 4);
 	memset(b->buf, 0, LEN);
 	ASSERT_EQ(IBV_WC_SUCCESS, rdma1(b, np, IBV_WR_RDMA_READ, b->buf, LEN,
-				       nbuf, a->mr->rkey));
+				       nbuf, old_key));
 	ASSERT_EQ(0, memcmp(nbuf, b->buf, LEN));
-	/* local SGE: SEND from the new range with the new lkey */
-	ASSERT_EQ(0, send1(a, b, np, nbuf + 7, LEN - 7, a->mr->lkey));
+	/* local SGE: SEND from the new range with the lkey of before */
+	ASSERT_EQ(0, send1(a, b, np, nbuf + 7, LEN - 7, old_key));
 
-	/* remote WRITE through the new rkey: allowed unless access dropped */
+	/* remote WRITE through the rkey: allowed unless access dropped */
 	memcpy(snap, nbuf, LEN);
 	fill(b->buf, LEN, 5);
-	ret = rdma1(b, np, IBV_WR_RDMA_WRITE, b->buf, LEN, nbuf, a->mr->rkey);
+	ret = rdma1(b, np, IBV_WR_RDMA_WRITE, b->buf, LEN, nbuf, old_key);
 	if (flags & A) {
 		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR, ret);
 		EXPECT_EQ(0, memcmp(nbuf, snap, LEN));
@@ -311,23 +316,26 @@ static void rereg_case(struct __test_metadata *_metadata,
 		EXPECT_EQ(0, memcmp(nbuf, b->buf, LEN));
 	}
 
-	/* the old rkey is dead; the old range is not touched */
-	memcpy(snap, a->buf, LEN);
-	fill(b->buf, LEN, 6);
-	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
-		  rdma1(b, 0, IBV_WR_RDMA_WRITE, b->buf, LEN, a->buf,
-			old_key));
-	EXPECT_EQ(0, memcmp(a->buf, snap, LEN));
-	ASSERT_EQ(0, pair_connect(a, b, 0));
-	/* the old lkey is dead too */
-	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, send1(a, b, 0, a->buf, 64, old_key));
-	ASSERT_EQ(0, pair_connect(a, b, 0));
+	if (flags & T) {
+		/* the old range is outside the MR now and is not touched */
+		memcpy(snap, a->buf, LEN);
+		fill(b->buf, LEN, 6);
+		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+			  rdma1(b, np, IBV_WR_RDMA_WRITE, b->buf, LEN, a->buf,
+				old_key));
+		EXPECT_EQ(0, memcmp(a->buf, snap, LEN));
+		ASSERT_EQ(0, pair_connect(a, b, np));
+		/* nor can a local SGE reach it */
+		EXPECT_EQ(IBV_WC_LOC_PROT_ERR,
+			  send1(a, b, np, a->buf, 64, old_key));
+		ASSERT_EQ(0, pair_connect(a, b, np));
+	}
 
 	if (flags & P) {
 		/* the QP of the old PD may not use the MR any more */
 		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
 			  rdma1(b, 0, IBV_WR_RDMA_READ, b->buf, LEN, nbuf,
-				a->mr->rkey));
+				old_key));
 		ASSERT_EQ(0, pair_connect(a, b, 0));
 	}
 	free(snap);
@@ -403,6 +411,63 @@ TEST_F(rereg, race)
 	EXPECT_EQ(0, memcmp(a->buf2, b->buf, LEN));
 	EXPECT_EQ(0, memcmp(a->buf, snap, LEN));
 	free(snap);
+}
+
+#define KEEP_ROUNDS	3
+
+/* WRITEs in flight through the rkey while the MR is re-registered in place */
+TEST_F(rereg, race_keep)
+{
+	struct side *a = &self->a, *b = &self->b;
+	struct ibv_sge sge = { (uintptr_t)b->buf, RACE_LEN, b->mr->lkey };
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_RDMA_WRITE,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad;
+	int odp = odp_access(variant->kind);
+	const struct { int flags, access; } steps[] = {
+		{ A, RW_ACCESS | IBV_ACCESS_REMOTE_ATOMIC | odp },
+		{ T, 0 },
+		{ A, RW_ACCESS | odp },
+		{ T | A, RW_ACCESS | IBV_ACCESS_REMOTE_ATOMIC | odp },
+	};
+	uint32_t key = a->mr->rkey;
+	uint8_t *model = calloc(1, LEN);
+	unsigned int i, j, r;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, model);
+	memset(a->buf, 0, LEN);
+	wr.wr.rdma.rkey = key;
+	for (r = 0; r < KEEP_ROUNDS; r++) {
+		fill(b->buf, RACE_LEN, 40 + r);
+		for (i = 0; i < RACE_WRS; i++) {
+			size_t off = (i * 512 + r * 8) % (LEN - RACE_LEN);
+
+			wr.wr_id = i;
+			wr.wr.rdma.remote_addr = (uintptr_t)a->buf + off;
+			ASSERT_EQ(0, ibv_post_send(b->qp[0], &wr, &bad));
+			memcpy(model + off, b->buf, RACE_LEN);
+		}
+		for (i = 0; i < RACE_FIRST; i++)
+			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(b->cq, &wc));
+		for (j = 0; j < sizeof(steps) / sizeof(steps[0]); j++) {
+			ASSERT_EQ(0, ibv_rereg_mr(a->mr, steps[j].flags, NULL,
+						  a->buf, LEN,
+						  steps[j].access))
+				TH_LOG("round %u step %u: %s", r, j,
+				       strerror(errno));
+			EXPECT_EQ(key, a->mr->rkey);
+			EXPECT_EQ(key, a->mr->lkey);
+		}
+		for (i = RACE_FIRST; i < RACE_WRS; i++) {
+			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(b->cq, &wc))
+				TH_LOG("round %u WRITE %llu", r,
+				       (unsigned long long)wc.wr_id);
+		}
+		/* the WRITEs ran in order: the range holds the model */
+		ASSERT_EQ(-1, remu_cmp(model, a->buf, LEN)) TH_LOG("round %u", r);
+	}
+	free(model);
 }
 
 /* the MR still works under @key after a refused rereg */
@@ -493,7 +558,7 @@ TEST_F(rereg, bad_input)
 	} else {
 		/* ODP registers what is not mapped; an access then fails */
 		ASSERT_EQ(0, ret);
-		EXPECT_NE(key, a->mr->rkey);
+		EXPECT_EQ(key, a->mr->rkey);
 		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
 			  rdma1(b, 0, IBV_WR_RDMA_WRITE, b->buf, 64, hole,
 				a->mr->rkey));

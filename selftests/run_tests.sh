@@ -36,6 +36,8 @@ all_tests=(
 	remu_coexist_test.sh
 	remu_pingpong_test.sh
 	remu_perftest_test.sh
+	remu_ucx_test.sh
+	remu_fabric_test.sh
 	remu_netem_test.sh
 	remu_cm_test.sh
 	remu_nvmeof_test.sh

@@ -119,11 +119,14 @@ static double median(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* the target's bytes [0, @len) into @buf */
+/*
+ * The target's bytes [0, @len) into @buf; from device memory whole 4-byte
+ * words (what ibv_memcpy_from_dm takes), so @buf holds @len rounded up.
+ */
 static int target_read(struct target *t, void *buf, size_t len)
 {
 	if (t->dm)
-		return ibv_memcpy_from_dm(buf, t->dm, 0, len);
+		return ibv_memcpy_from_dm(buf, t->dm, 0, (len + 3) & ~(size_t)3);
 	memcpy(buf, t->host, len);
 	return 0;
 }

@@ -273,14 +273,23 @@ static int remu_seg_skb(void *kaddr, unsigned int n, u64 done, bool write,
 struct remu_mr *remu_mr_lookup(struct remu_dev *rdev, u32 key,
 			       enum remu_key_kind kind)
 {
-	struct remu_mr *mr;
+	struct remu_mr *mr, *seen;
 
 	rcu_read_lock();
 	mr = xa_load(&rdev->mrs.xa, remu_key_index(key));
-	if (mr && (smp_load_acquire(&mr->state) != REMU_MR_VALID ||
-		   READ_ONCE(mr->key) != key ||
-		   !refcount_inc_not_zero(&mr->refs)))
-		mr = NULL;
+	while (mr && (smp_load_acquire(&mr->state) != REMU_MR_VALID ||
+		      READ_ONCE(mr->key) != key ||
+		      !refcount_inc_not_zero(&mr->refs))) {
+		/*
+		 * A re-registration puts its new MR under the key before the
+		 * old one becomes a ZOMBIE (remu_mr_replace()): look again,
+		 * and give up when the index still names the same MR.
+		 */
+		seen = mr;
+		mr = xa_load(&rdev->mrs.xa, remu_key_index(key));
+		if (mr == seen)
+			mr = NULL;
+	}
 	rcu_read_unlock();
 	return mr;
 }
@@ -571,6 +580,49 @@ err_count:
 	return ERR_PTR(err);
 }
 
+/**
+ * remu_mr_replace - @new takes @old's key (ibv_rereg_mr keeps the keys)
+ * @old:	a published user MR; the core holds its uobject for writing
+ * @new:	a published MR, made by a fresh registration, under its own key
+ *
+ * Under xa_lock @new moves to @old's index with @old's key, then @old
+ * becomes a ZOMBIE: a lookup of the key at any moment finds one of the
+ * two (remu_mr_lookup() looks again when it meets the ZOMBIE).  @new's
+ * own index is freed.  @old keeps its backing and the accesses in flight
+ * on it; its deregistration, which the core does next, waits for them
+ * and leaves the index to @new.
+ * Return: 0, or -EBUSY when a memory window was bound to @old meanwhile
+ * (then nothing changed and the caller deregisters @new).
+ */
+int remu_mr_replace(struct remu_mr *old, struct remu_mr *new)
+{
+	struct remu_mr_table *t = &old->rdev->mrs;
+	u32 new_key = new->key;
+	int err;
+
+	xa_lock(&t->xa);
+	if (atomic_read(&old->num_mw)) {
+		xa_unlock(&t->xa);
+		return -EBUSY;
+	}
+	WRITE_ONCE(new->key, old->key);
+	/* the slot exists: replacing its entry allocates nothing */
+	err = xa_err(__xa_store(&t->xa, remu_key_index(old->key), new,
+				GFP_NOWAIT));
+	if (err) {
+		WRITE_ONCE(new->key, new_key);
+		xa_unlock(&t->xa);
+		return err;
+	}
+	__xa_erase(&t->xa, remu_key_index(new_key));
+	/* full barrier: @new is in the slot before @old reads as ZOMBIE */
+	xchg(&old->state, REMU_MR_ZOMBIE);
+	xa_unlock(&t->xa);
+	new->ib_mr.lkey = old->key;
+	new->ib_mr.rkey = old->key;
+	return 0;
+}
+
 int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 {
 	struct remu_mr *mr = to_remu_mr(ibmr);
@@ -588,7 +640,8 @@ int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 		return -EBUSY;
 	}
 	xchg(&mr->state, REMU_MR_ZOMBIE);
-	__xa_erase(&t->xa, remu_key_index(mr->key));
+	/* after remu_mr_replace() the index is the new MR's */
+	__xa_cmpxchg(&t->xa, remu_key_index(mr->key), mr, NULL, 0);
 	xa_unlock(&t->xa);
 	atomic_dec(&t->count);
 	/* drop the owner's reference, then wait for accesses in flight */

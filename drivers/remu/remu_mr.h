@@ -84,6 +84,11 @@
  *    the key, drops the owner's reference and waits on mr->done until every
  *    access in flight has called remu_mr_put(); only then is the backing
  *    released.  So no access ever outlives the memory it touches.
+ *  - ibv_rereg_mr keeps the keys: remu_mr_replace() stores the new MR at
+ *    the old one's index under its key before the old one becomes a
+ *    ZOMBIE, and a lookup that meets the ZOMBIE loads the index again;
+ *    the old MR's deregistration then waits as above and leaves the index
+ *    to the new MR (remu_rereg.c).
  *  - mr->state and mr->key of a fast-reg MR are changed by the engine
  *    processing that QP's REG_MR / LOCAL_INV / SEND_WITH_INV; readers use
  *    acquire/release ordering (key and parameters are written before the
@@ -600,6 +605,7 @@ struct ib_mr *remu_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 int remu_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 		   unsigned int *sg_offset);
 int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+int remu_mr_replace(struct remu_mr *old, struct remu_mr *new);
 struct ib_mr *remu_reg_dm_mr(struct ib_pd *ibpd, struct ib_dm *ibdm,
 			     struct ib_dm_mr_attr *attr,
 			     struct uverbs_attr_bundle *attrs);

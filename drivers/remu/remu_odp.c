@@ -25,9 +25,19 @@
  * read locklessly (xa_load); they are freed only after the last access.
  *
  * The core's struct ib_umem_odp holds the state: pfn_list (the pages
- * hmm_range_fault found) and dma_list (per page: non-zero while the page
- * is mapped for the device, low bits ODP_READ_ALLOWED_BIT and
- * ODP_WRITE_ALLOWED_BIT).  Registration pins nothing and faults nothing.
+ * hmm_range_fault found, one per PAGE_SIZE) and dma_list (per device page
+ * of 1 << page_shift bytes: non-zero while the page is mapped for the
+ * device, low bits ODP_READ_ALLOWED_BIT and ODP_WRITE_ALLOWED_BIT).
+ * Registration pins nothing and faults nothing.
+ *
+ * IB_ACCESS_HUGETLB (explicit MRs only; the core refuses it for implicit
+ * ones): ib_umem_odp_get() makes page_shift HPAGE_SHIFT, aligns the umem
+ * to huge pages and faults and invalidates whole huge pages; a fault over
+ * memory that is not hugetlb-backed fails (-EINVAL from the core), as on
+ * mlx5.  ->map() finds the device page in dma_list and the 4 KiB page of
+ * the byte in pfn_list, so the copy loops still see PAGE_SIZE segments.
+ * Counters and statistics count PAGE_SIZE pages whatever page_shift is
+ * (remu_odp_pages()), as mlx5 does.
  *
  *  ->map()	takes umem_mutex; if the page's dma_list entry grants the
  *		access, hands out the page and keeps umem_mutex until
@@ -84,6 +94,12 @@ static struct ib_umem_odp *remu_odp_umem(struct remu_mr *mr)
 	return to_ib_umem_odp(mr->umem);
 }
 
+/* @n device pages of @odp (1 << page_shift bytes each) in PAGE_SIZE pages */
+static u64 remu_odp_pages(struct ib_umem_odp *odp, u64 n)
+{
+	return n << (odp->page_shift - PAGE_SHIFT);
+}
+
 /*
  * The umem that holds MR offset @off and its user address; NULL when an
  * implicit MR has no child there yet.
@@ -125,11 +141,12 @@ static bool remu_odp_invalidate(struct mmu_interval_notifier *mni,
 	if (start < end)
 		ib_umem_odp_unmap_dma_pages(odp, start, end);
 	if (mr && before != odp->npages) {
+		u64 pages = remu_odp_pages(odp, before - odp->npages);
+
 		remu_count(mr->rdev, REMU_CNT_ODP_INVALIDATIONS);
 		remu_count_add(mr->rdev, REMU_CNT_ODP_INVALIDATION_PAGES,
-			       before - odp->npages);
-		atomic64_add(before - odp->npages,
-			     &mr->odp_stats.invalidations);
+			       pages);
+		atomic64_add(pages, &mr->odp_stats.invalidations);
 	}
 	mutex_unlock(&odp->umem_mutex);
 	return true;
@@ -156,13 +173,15 @@ static int remu_odp_map(struct remu_mr *mr, u64 off, u64 len, bool write,
 		return -EAGAIN;
 	if (va < ib_umem_start(odp) || va >= ib_umem_end(odp))
 		return -EFAULT;
-	idx = (va - ib_umem_start(odp)) >> PAGE_SHIFT;
+	/* the device page (dma_list) and the PAGE_SIZE page (pfn_list) */
+	idx = (va - ib_umem_start(odp)) >> odp->page_shift;
 
 	mutex_lock(&odp->umem_mutex);
 	if ((odp->dma_list[idx] & need) != need) {
 		mutex_unlock(&odp->umem_mutex);
 		return -EAGAIN;
 	}
+	idx = (va - ib_umem_start(odp)) >> PAGE_SHIFT;
 	seg->page = hmm_pfn_to_page(odp->pfn_list[idx]);
 	seg->offset = offset_in_page(va);
 	seg->len = min_t(u64, len, PAGE_SIZE - seg->offset);
@@ -209,15 +228,17 @@ static int remu_odp_fault_range(struct remu_mr *mr, struct ib_umem_odp *odp,
 		remu_count(mr->rdev, REMU_CNT_ODP_FAULT_CONTENTIONS);
 	if (!fault) {
 		/* the core answers the range's size: count what is there */
-		unsigned long i = (va - ib_umem_start(odp)) >> PAGE_SHIFT;
-		unsigned long end = (ALIGN(va + len, PAGE_SIZE) -
-				     ib_umem_start(odp)) >> PAGE_SHIFT;
+		unsigned long size = 1UL << odp->page_shift;
+		unsigned long i = (ALIGN_DOWN(va, size) - ib_umem_start(odp)) >>
+				  odp->page_shift;
+		unsigned long end = (ALIGN(va + len, size) -
+				     ib_umem_start(odp)) >> odp->page_shift;
 
 		for (ret = 0; i < end; i++)
 			ret += !!(odp->dma_list[i] & ODP_READ_ALLOWED_BIT);
 	}
 	mutex_unlock(&odp->umem_mutex);
-	return ret;
+	return remu_odp_pages(odp, ret);
 }
 
 /* implicit ODP: the child covering @va, created if need be */
@@ -330,7 +351,8 @@ static void remu_odp_release_implicit(struct remu_mr *mr)
 
 	xa_for_each(&imp->children, idx, child) {
 		remu_count_add(mr->rdev, REMU_CNT_ODP_MR_PAGES,
-			       -(s64)ib_umem_odp_num_pages(child));
+			       -(s64)remu_odp_pages(child,
+						   ib_umem_odp_num_pages(child)));
 		ib_umem_odp_release(child);
 	}
 	xa_destroy(&imp->children);
@@ -349,7 +371,7 @@ static void remu_odp_release(struct remu_mr *mr)
 		return;
 	}
 	remu_count_add(mr->rdev, REMU_CNT_ODP_MR_PAGES,
-		       -(s64)ib_umem_odp_num_pages(odp));
+		       -(s64)remu_odp_pages(odp, ib_umem_odp_num_pages(odp)));
 	/* unmaps whatever is still mapped, then removes the notifier */
 	ib_umem_odp_release(odp);
 }
@@ -418,9 +440,7 @@ struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	struct ib_umem_odp *odp;
 	struct remu_mr *mr;
 
-	/* hugetlb-backed ODP is not implemented: refused, never half done */
-	if (access & IB_ACCESS_HUGETLB)
-		return ERR_PTR(-EOPNOTSUPP);
+	/* HUGETLB: ib_umem_odp_get() (huge pages), or EINVAL if implicit */
 	if (!start && length == U64_MAX)
 		return remu_odp_reg_implicit(ibpd, iova, access);
 	if (!length || length > REMU_MAX_MR_SIZE)
@@ -445,7 +465,7 @@ struct ib_mr *remu_odp_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	mr->state = REMU_MR_VALID;
 	remu_count_add(rdev, REMU_CNT_ODP_MRS, 1);
 	remu_count_add(rdev, REMU_CNT_ODP_MR_PAGES,
-		       ib_umem_odp_num_pages(odp));
+		       remu_odp_pages(odp, ib_umem_odp_num_pages(odp)));
 	return remu_mr_publish(mr);
 }
 

@@ -66,7 +66,7 @@
 /* READs that can place responses out of order at once (remu_rd_map) */
 #define REMU_RD_MAPS		16
 #define REMU_MAX_CQ		16384
-#define REMU_MAX_CQE		65536
+#define REMU_MAX_CQE		4194303		/* mlx5's: (1 << 22) - 1 */
 #define REMU_MAX_SRQ		16384
 #define REMU_MAX_SRQ_WR		16384
 #define REMU_MAX_SRQ_SGE	16

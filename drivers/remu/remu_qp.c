@@ -306,9 +306,16 @@ int remu_check_av(struct rdma_ah_attr *ah)
 	return 0;
 }
 
-#define REMU_QP_ACCESS (IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE | \
-			IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC | \
-			IB_ACCESS_FLUSH_GLOBAL | IB_ACCESS_FLUSH_PERSISTENT)
+/*
+ * The rights a QP's responder grants (FLUSH_*: for IBA 1.5 FLUSH).
+ * qp_access_flags may carry any other bit (LOCAL_WRITE, ON_DEMAND,
+ * HUGETLB, RELAXED_ORDERING... mean something only for an MR): as on
+ * mlx5 they are accepted and dropped, and query_qp returns the remote
+ * rights (docs/compatibility.md).
+ */
+#define REMU_QP_ACCESS (IB_ACCESS_REMOTE_WRITE | IB_ACCESS_REMOTE_READ | \
+			IB_ACCESS_REMOTE_ATOMIC | IB_ACCESS_FLUSH_GLOBAL | \
+			IB_ACCESS_FLUSH_PERSISTENT)
 
 /* Values of the attributes in @mask, once the mask itself is known good. */
 static int remu_qp_check_attr(struct remu_qp *qp, struct ib_qp_attr *a,
@@ -322,9 +329,6 @@ static int remu_qp_check_attr(struct remu_qp *qp, struct ib_qp_attr *a,
 		return -EINVAL;
 	/* the GSI QP's Q_Key is fixed by IBA */
 	if ((mask & IB_QP_QKEY) && remu_qp_is_gsi(qp) && a->qkey != IB_QP1_QKEY)
-		return -EINVAL;
-	if ((mask & IB_QP_ACCESS_FLAGS) &&
-	    (a->qp_access_flags & ~REMU_QP_ACCESS))
 		return -EINVAL;
 	if (mask & IB_QP_PATH_MTU) {
 		if (a->path_mtu < IB_MTU_256 || a->path_mtu > IB_MTU_4096)
@@ -382,7 +386,7 @@ static void remu_qp_store_attr(struct remu_qp *qp, struct ib_qp_attr *a,
 	if (mask & IB_QP_PKEY_INDEX)
 		s->pkey_index = a->pkey_index;
 	if (mask & IB_QP_ACCESS_FLAGS)
-		s->qp_access_flags = a->qp_access_flags;
+		s->qp_access_flags = a->qp_access_flags & REMU_QP_ACCESS;
 	if (mask & IB_QP_QKEY)
 		s->qkey = a->qkey;
 	if (mask & IB_QP_PATH_MTU)

@@ -6,17 +6,20 @@
  * an MR in place: every successful rereg_user_mr builds a complete new MR
  * (through remu_reg_user_mr(), so pinned, explicit ODP and implicit ODP
  * MRs come out exactly as a fresh registration would) from the old MR's
- * parameters with the requested ones substituted, and returns it.  The
- * core then puts the new MR in the old one's uobject and deregisters the
- * old MR (remu_dereg_mr()), which unpublishes the old key and waits for
- * every access in flight to call remu_mr_put() before the old backing is
- * released.  So:
- *  - the keys change on every successful rereg (the man page: conceptually
- *    a deregistration followed by a registration; ibv_cmd_rereg_mr hands
- *    the new lkey/rkey to the caller);
- *  - work in flight on the old translation completes on the old memory
- *    before ibv_rereg_mr() returns; work that looks the old key up later
- *    misses and fails with a protection / remote access error; the device
+ * parameters with the requested ones substituted, gives it the old MR's
+ * key (remu_mr_replace()) and returns it.  The core then puts the new MR
+ * in the old one's uobject and deregisters the old MR (remu_dereg_mr()),
+ * which waits for every access in flight on it to call remu_mr_put()
+ * before the old backing is released.  So:
+ *  - the lkey and rkey stay the same for every flag combination, as
+ *    mlx5 (which changes the mkey in place where it can) and rxe (PD and
+ *    access only, in place) keep them: a peer holding the rkey from before
+ *    reaches the new range with the new rights, through a QP of the new
+ *    PD (docs/compatibility.md);
+ *  - a lookup of the key at any moment finds the old or the new MR, never
+ *    neither; work in flight on the old translation completes on the old
+ *    memory before ibv_rereg_mr() returns, work that looks the key up
+ *    later is checked against the new range, PD and rights; the device
  *    never touches the old range through this MR after the return;
  *  - on any error nothing has changed: the old MR stays valid with its
  *    keys, PD, rights and range (stronger than IBV_REREG_MR_ERR_CMD's
@@ -60,14 +63,15 @@ static bool remu_mr_is_implicit(const struct remu_mr *mr)
  * @ibpd:	with IB_MR_REREG_PD: new PD
  * @udata:	driver data (remu has none)
  *
- * Return: the new MR (the core deregisters @ibmr), or an ERR_PTR with
- * @ibmr untouched.  Never NULL (remu changes nothing in place).
+ * Return: the new MR under @ibmr's keys (the core deregisters @ibmr), or
+ * an ERR_PTR with @ibmr untouched.  Never NULL (nothing changes in place).
  */
 struct ib_mr *remu_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 				 u64 length, u64 iova, int access,
 				 struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct remu_mr *mr = to_remu_mr(ibmr);
+	struct ib_mr *new;
 	int err;
 
 	if (flags & ~REMU_REREG_FLAGS)
@@ -97,5 +101,13 @@ struct ib_mr *remu_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 			iova = mr->iova;
 		}
 	}
-	return remu_reg_user_mr(ibpd, start, length, iova, access, udata);
+	new = remu_reg_user_mr(ibpd, start, length, iova, access, udata);
+	if (IS_ERR(new))
+		return new;
+	err = remu_mr_replace(mr, to_remu_mr(new));
+	if (err) {
+		remu_dereg_mr(new, udata);
+		return ERR_PTR(err);
+	}
+	return new;
 }

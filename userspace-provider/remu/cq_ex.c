@@ -147,7 +147,7 @@ static uint32_t remu_read_slid(struct ibv_cq_ex *cqx)
 
 static uint8_t remu_read_sl(struct ibv_cq_ex *cqx)
 {
-	return ex_to_rcq(cqx)->cur->sl;
+	return remu_cqe_sl(ex_to_rcq(cqx)->cur);
 }
 
 static uint8_t remu_read_dlid_path_bits(struct ibv_cq_ex *cqx)
@@ -241,7 +241,7 @@ struct ibv_cq_ex *remu_create_cq_ex(struct ibv_context *ctx,
 	if (!cq)
 		return NULL;
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
-	cq->inline_recv = remu_want_inline_recv(ctx);
+	cq->inline_recv = remu_want_inline_recv(ctx, attr->cqe);
 	cq->timestamp = !!(attr->wc_flags & REMU_WC_TS);
 	if (cq->inline_recv)
 		cmd.flags |= REMU_CREATE_CQ_INLINE_RECV;

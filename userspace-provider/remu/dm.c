@@ -7,7 +7,8 @@
  * answers DM_ALLOC with where to mmap() the allocation on the command fd
  * (struct remu_alloc_dm_resp, a driver attribute).  The copies go through
  * that mapping, the way a real NIC's memory is reached through its BAR;
- * offset and length are checked against the length the user asked for.
+ * as on mlx5, offset and length are checked against the length the user
+ * asked for (EFAULT) and must be multiples of 4 bytes (EINVAL).
  * Freeing fails (EBUSY, from the kernel) while MRs are on the allocation,
  * and the mapping is kept then; it is removed only after a successful free.
  */
@@ -25,34 +26,41 @@ static struct remu_dm *to_rdm(struct ibv_dm *ibdm)
 	return container_of(ibdm, struct remu_dm, vdm.dm);
 }
 
-/* [off, off + len) inside the allocation, without overflow */
-static bool remu_dm_range_ok(struct remu_dm *dm, uint64_t off, size_t len)
+/*
+ * The checks of mlx5's copies, in its order: the range must lie inside
+ * the length the user asked for (EFAULT; here also without 64-bit wrap),
+ * then offset and length must be whole 4-byte words (EINVAL), the unit a
+ * NIC's memory BAR is written in.  Return: 0 or that errno.
+ */
+static int remu_dm_check(struct remu_dm *dm, uint64_t off, size_t len)
 {
-	return off <= dm->length && len <= dm->length - off;
+	if (off > dm->length || len > dm->length - off)
+		return EFAULT;
+	if ((off | len) & 3)
+		return EINVAL;
+	return 0;
 }
 
 static int remu_memcpy_to_dm(struct ibv_dm *ibdm, uint64_t dm_offset,
 			     const void *host_addr, size_t length)
 {
 	struct remu_dm *dm = to_rdm(ibdm);
+	int ret = remu_dm_check(dm, dm_offset, length);
 
-	if (!remu_dm_range_ok(dm, dm_offset, length))
-		return EINVAL;
-	if (length)
+	if (!ret && length)
 		memcpy((uint8_t *)dm->va + dm_offset, host_addr, length);
-	return 0;
+	return ret;
 }
 
 static int remu_memcpy_from_dm(void *host_addr, struct ibv_dm *ibdm,
 			       uint64_t dm_offset, size_t length)
 {
 	struct remu_dm *dm = to_rdm(ibdm);
+	int ret = remu_dm_check(dm, dm_offset, length);
 
-	if (!remu_dm_range_ok(dm, dm_offset, length))
-		return EINVAL;
-	if (length)
+	if (!ret && length)
 		memcpy(host_addr, (uint8_t *)dm->va + dm_offset, length);
-	return 0;
+	return ret;
 }
 
 struct ibv_dm *remu_alloc_dm(struct ibv_context *ctx,

@@ -34,13 +34,18 @@
 /*
  * Inline receive (scatter to CQE) is on unless the environment says
  * REMU_SCATTER_TO_CQE=0 when the CQ is created (the name follows mlx5's
- * MLX5_SCATTER_TO_CQE), and only when the module offers it.
+ * MLX5_SCATTER_TO_CQE), and only when the module offers it, for CQs of
+ * at most REMU_CQ_INLINE_MAX_CQE entries: its slots are 256 bytes, a
+ * plain one 64, and a CQ may have up to max_cqe (4 M) entries.
  */
-int remu_want_inline_recv(struct ibv_context *ctx)
+#define REMU_CQ_INLINE_MAX_CQE	65536
+
+int remu_want_inline_recv(struct ibv_context *ctx, int cqe)
 {
 	const char *env = getenv("REMU_SCATTER_TO_CQE");
 
-	if (!(to_rctx(ctx)->kernel_caps & REMU_UCTX_INLINE_RECV))
+	if (!(to_rctx(ctx)->kernel_caps & REMU_UCTX_INLINE_RECV) ||
+	    cqe > REMU_CQ_INLINE_MAX_CQE)
 		return 0;
 	return !env || strcmp(env, "0");
 }
@@ -85,7 +90,7 @@ struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe,
 	if (!cq)
 		return NULL;
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
-	cq->inline_recv = remu_want_inline_recv(ctx);
+	cq->inline_recv = remu_want_inline_recv(ctx, cqe);
 	if (cq->inline_recv)
 		cmd.flags = REMU_CREATE_CQ_INLINE_RECV;
 	ret = ibv_cmd_create_cq(ctx, cqe, channel, comp_vector, &cq->vcq.cq,
@@ -163,6 +168,30 @@ unsigned int remu_cqe_wc_flags(const struct remu_cqe *c)
 	return f;
 }
 
+/*
+ * wc.sl of a UD receive, as mlx5's provider reports it on RoCE: the CQE's
+ * packet type, bit 3 "has a UDP header" (RoCEv2) and bits 2:0 the L3
+ * header (1 IPv6, 2 IPv4).  UCX's UD transport reads the GRH area's
+ * destination by it (docs/compatibility.md).
+ */
+enum {
+	REMU_WC_SL_ROCE_UDP	= 0x8,
+	REMU_WC_SL_L3_IPV6	= 0x1,
+	REMU_WC_SL_L3_IPV4	= 0x2,
+};
+
+uint8_t remu_cqe_sl(const struct remu_cqe *c)
+{
+	switch (c->network_hdr_type) {
+	case REMU_NET_IPV4:
+		return REMU_WC_SL_ROCE_UDP | REMU_WC_SL_L3_IPV4;
+	case REMU_NET_IPV6:
+		return REMU_WC_SL_ROCE_UDP | REMU_WC_SL_L3_IPV6;
+	default:
+		return c->sl;
+	}
+}
+
 static void remu_cqe_to_wc(const struct remu_cqe *c, struct ibv_wc *wc)
 {
 	wc->wr_id = c->wr_id;
@@ -176,7 +205,7 @@ static void remu_cqe_to_wc(const struct remu_cqe *c, struct ibv_wc *wc)
 	wc->wc_flags = remu_cqe_wc_flags(c);
 	wc->pkey_index = c->pkey_index;
 	wc->slid = c->slid;
-	wc->sl = c->sl;
+	wc->sl = remu_cqe_sl(c);
 	wc->dlid_path_bits = c->dlid_path_bits;
 }
 

@@ -108,12 +108,13 @@ static inline struct remu_ah *to_rah(struct ibv_ah *ibah)
 /* queues.c */
 struct ibv_cq *remu_create_cq(struct ibv_context *ctx, int cqe,
 			      struct ibv_comp_channel *channel, int comp_vector);
-int remu_want_inline_recv(struct ibv_context *ctx);
+int remu_want_inline_recv(struct ibv_context *ctx, int cqe);
 int remu_cq_map(struct remu_cq *cq, struct ibv_context *ctx,
 		const struct remu_ring_info *info);
 void remu_cq_free(struct remu_cq *cq);
 void remu_cqe_place(const struct remu_cqe_ext *x);
 unsigned int remu_cqe_wc_flags(const struct remu_cqe *c);
+uint8_t remu_cqe_sl(const struct remu_cqe *c);
 int remu_destroy_cq(struct ibv_cq *ibcq);
 int remu_resize_cq(struct ibv_cq *ibcq, int cqe);
 int remu_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc);
