@@ -33,7 +33,6 @@ libdir=/usr/lib/$multiarch/libibverbs
 conf=/etc/libibverbs.d
 GA=0000:0000:0000:0000:0000:ffff:0a4d:0001
 save=$(mktemp -d /tmp/remu-coexist.XXXXXX)
-bound=0
 
 # name | driver files (remu: path or name; rxe: yes/no) | RDMAV_DRIVERS | expectation
 configs=(
@@ -51,7 +50,8 @@ ktap_header $((2 + ${#configs[@]} * 2))
 cleanup() {
 	rm -f "$conf"/*
 	cp -a "$save/conf/." "$conf/"
-	[ "$bound" = 1 ] && umount "$libdir"
+	# setup ran in a subshell (ktap_check): ask the mount table
+	grep -q " $libdir " /proc/self/mounts && umount "$libdir"
 	rm -rf "$save"
 }
 trap cleanup EXIT
@@ -65,7 +65,7 @@ setup() {
 	cp -a "$conf/." "$save/conf/" &&
 	cp -a "$libdir/." "$save/libdir/" &&
 	cp "$lib-rdmav34.so" "$save/libdir/" &&
-	mount --bind "$save/libdir" "$libdir" && bound=1 &&
+	mount --bind "$save/libdir" "$libdir" &&
 	remu_rxe_in && remu_wait_gid rxe0 "$GA" >/dev/null
 }
 ktap_check "setup: rxe0 on v0 (init), remu1 on v1 (peer), libremu in $libdir" setup
