@@ -40,7 +40,8 @@ module: need-kdir
 provider:
 	scripts/build-provider
 
-selftests:
+# after the provider: remu_flush_test links the rdma-core tree's libibverbs
+selftests: provider
 	$(MAKE) -C selftests
 
 # programs of the project's own (tools/remu_dm_bench for scripts/bench --dm)

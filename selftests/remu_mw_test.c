@@ -490,33 +490,54 @@ TEST_F(mw, type2_bind_local_inv)
 	self->b.mr = NULL;
 }
 
-/* type 2B: the peer's SEND_WITH_INV unbinds it */
-TEST_F(mw, type2_send_with_inv)
+/* a new type 2B window over b's window area, bound on b's qp: its key */
+static uint32_t bind_new2(struct __test_metadata *_metadata, struct side *b,
+			  uint64_t win, struct ibv_mw **mwp)
 {
-	struct ibv_mw *mw = ibv_alloc_mw(self->b.pd, IBV_MW_TYPE_2);
-	struct ibv_sge rs = { (uintptr_t)self->b.buf, 64, self->b.mr->lkey };
-	struct ibv_sge ss = { (uintptr_t)self->a.buf + 2 * WIN_LEN, 64,
-			      self->a.mr->lkey };
-	struct ibv_recv_wr rwr = { .wr_id = 0x5e, .sg_list = &rs,
-				   .num_sge = 1 }, *rbad;
+	struct ibv_mw *mw = ibv_alloc_mw(b->pd, IBV_MW_TYPE_2);
+	uint32_t k;
+
+	*mwp = mw;
+	if (!mw)
+		return 0;
+	k = ibv_inc_rkey(mw->rkey);
+	EXPECT_EQ(IBV_WC_SUCCESS, bind2(b->qp, b->cq, mw, k, b->mr, win,
+					WIN_LEN, RIGHTS));
+	return k;
+}
+
+/*
+ * @aq (of a) sends 64 patterned bytes with the invalidation of @k (id
+ * 0x5f) into a receive posted on @bq (of b, id 0x5e)
+ */
+static void send_inv(struct __test_metadata *_metadata, struct side *a,
+		     struct ibv_qp *aq, struct side *b, struct ibv_qp *bq,
+		     uint32_t k)
+{
+	struct ibv_sge rs = { (uintptr_t)b->buf, 64, b->mr->lkey };
+	struct ibv_sge ss = { (uintptr_t)a->buf + 2 * WIN_LEN, 64,
+			      a->mr->lkey };
 	struct ibv_send_wr swr = { .wr_id = 0x5f, .sg_list = &ss,
 				   .num_sge = 1,
 				   .opcode = IBV_WR_SEND_WITH_INV,
-				   .send_flags = IBV_SEND_SIGNALED }, *sbad;
+				   .send_flags = IBV_SEND_SIGNALED };
+
+	pattern(a->buf + 2 * WIN_LEN, 64, 8);
+	ASSERT_EQ(0, remu_post_recv(bq, 0x5e, &rs, 1));
+	swr.invalidate_rkey = k;
+	ASSERT_EQ(0, remu_post_send(aq, &swr));
+}
+
+/* type 2B: the peer's SEND_WITH_INV unbinds it */
+TEST_F(mw, type2_send_with_inv)
+{
+	struct ibv_mw *mw;
+	uint32_t k = bind_new2(_metadata, &self->b, self->win, &mw);
 	struct ibv_wc wc;
-	uint32_t k;
 
 	ASSERT_NE(NULL, mw);
-	k = ibv_inc_rkey(mw->rkey);
-	ASSERT_EQ(IBV_WC_SUCCESS, bind2(self->b.qp, self->b.cq, mw, k,
-					self->b.mr, self->win, WIN_LEN,
-					RIGHTS));
 	write_read_ok(_metadata, &self->a, &self->b, k, self->win, WIN_LEN, 7);
-
-	pattern(self->a.buf + 2 * WIN_LEN, 64, 8);
-	ASSERT_EQ(0, ibv_post_recv(self->b.qp, &rwr, &rbad));
-	swr.invalidate_rkey = k;
-	ASSERT_EQ(0, ibv_post_send(self->a.qp, &swr, &sbad));
+	send_inv(_metadata, &self->a, self->a.qp, &self->b, self->b.qp, k);
 	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
 	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
 	EXPECT_EQ(IBV_WC_RECV, wc.opcode);
@@ -538,25 +559,12 @@ TEST_F(mw, type2_send_with_inv)
  */
 TEST_F(mw, type2_send_with_inv_other_qp)
 {
-	struct ibv_mw *mw = ibv_alloc_mw(self->b.pd, IBV_MW_TYPE_2);
-	struct ibv_sge rs = { (uintptr_t)self->b.buf, 64, self->b.mr->lkey };
-	struct ibv_sge ss = { (uintptr_t)self->a.buf + 2 * WIN_LEN, 64,
-			      self->a.mr->lkey };
-	struct ibv_send_wr swr = { .wr_id = 0x5f, .sg_list = &ss,
-				   .num_sge = 1,
-				   .opcode = IBV_WR_SEND_WITH_INV,
-				   .send_flags = IBV_SEND_SIGNALED }, *sbad;
+	struct ibv_mw *mw;
+	uint32_t k = bind_new2(_metadata, &self->b, self->win, &mw);
 	struct ibv_wc wc;
-	uint32_t k;
 
 	ASSERT_NE(NULL, mw);
-	k = ibv_inc_rkey(mw->rkey);
-	ASSERT_EQ(IBV_WC_SUCCESS, bind2(self->b.qp, self->b.cq, mw, k,
-					self->b.mr, self->win, WIN_LEN,
-					RIGHTS));
-	ASSERT_EQ(0, remu_post_recv(self->b.qp2, 0x5e, &rs, 1));
-	swr.invalidate_rkey = k;
-	ASSERT_EQ(0, ibv_post_send(self->a.qp2, &swr, &sbad));
+	send_inv(_metadata, &self->a, self->a.qp2, &self->b, self->b.qp2, k);
 	EXPECT_NE(IBV_WC_SUCCESS, poll_one(self->a.cq2, &wc));
 	EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR, poll_one(self->b.cq2, &wc));
 	EXPECT_EQ(0x5e, wc.wr_id);
