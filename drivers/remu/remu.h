@@ -9,6 +9,9 @@
  * into the RDMA core that may sleep on a device's unregistration.
  * remu_ns_lock (remu_net.c, the per-namespace sockets) is never held
  * together with remu_dev_lock.
+ * remu_mcast.lock (remu_mcast.c) -> rtnl_lock: attach/detach join and
+ * leave IPv4 groups under rtnl_lock; neither is ever taken under
+ * qp->mutex.
  */
 #ifndef REMU_H
 #define REMU_H
@@ -43,6 +46,7 @@
  * @dm:		the device memory pool (remu_dm.c), NULL if none
  * @dmabuf_dev:	the struct device remu attaches to dma-bufs with
  *		(remu_dmabuf.c)
+ * @mcast:	the multicast groups and their QPs (remu_mcast.c)
  */
 struct remu_dev {
 	struct ib_device ib_dev;
@@ -57,6 +61,7 @@ struct remu_dev {
 	atomic64_t counters[REMU_CNT_COUNT];
 	struct remu_dm_pool *dm;
 	struct device *dmabuf_dev;
+	struct remu_mcast *mcast;
 };
 
 static inline void remu_count(struct remu_dev *rdev, enum remu_counter c)
@@ -127,6 +132,8 @@ enum remu_obj_type {
 	REMU_OBJ_RING,
 	REMU_OBJ_DM,
 	REMU_OBJ_MW,
+	REMU_OBJ_MCAST_GRP,
+	REMU_OBJ_MCAST_ATTACH,
 	REMU_OBJ_TYPE_COUNT
 };
 
@@ -162,6 +169,12 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 int remu_dealloc_dm(struct ib_dm *ibdm, struct uverbs_attr_bundle *attrs);
 void remu_dm_mr_init(struct remu_mr *mr, struct ib_dm *ibdm, u64 offset,
 		     u64 length);
+
+/* remu_mcast.c */
+int remu_mcast_dev_init(struct remu_dev *rdev);
+void remu_mcast_dev_fini(struct remu_dev *rdev);
+int remu_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
+int remu_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid);
 
 /* remu_main.c */
 void remu_dealloc_driver(struct ib_device *ibdev);

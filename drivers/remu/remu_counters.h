@@ -24,6 +24,9 @@ enum remu_counter {
 	REMU_CNT_RCVD_BAD_LENGTH,
 	REMU_CNT_RCVD_NO_QP,
 	REMU_CNT_SEND_ERR,
+	/* multicast (remu_mcast.c) */
+	REMU_CNT_RCVD_MCAST_PKTS,	/* to a group with attached QPs */
+	REMU_CNT_RCVD_MCAST_NO_QP,	/* to a group with none: dropped */
 	/* engines; names and meaning as in rdma_rxe */
 	REMU_CNT_DUP_REQ,
 	REMU_CNT_OUT_OF_SEQ_REQ,

@@ -111,6 +111,9 @@ static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
 	err = remu_dmabuf_dev_init(rdev);	/* for dma-buf attachments */
 	if (err)
 		goto err_dealloc;
+	err = remu_mcast_dev_init(rdev);	/* the multicast groups */
+	if (err)
+		goto err_dealloc;
 	err = remu_net_dev_add(rdev);	/* UDP 4791 in the netdev's netns */
 	if (err)
 		goto err_dealloc;
@@ -151,6 +154,7 @@ void remu_dealloc_driver(struct ib_device *ibdev)
 	list_del(&rdev->list);
 	mutex_unlock(&remu_dev_lock);
 	remu_net_dev_del(rdev);
+	remu_mcast_dev_fini(rdev);	/* leaves IP groups: before netdev_put */
 	netdev_put(rdev->ndev, &rdev->ndev_tracker);
 	remu_mr_dev_fini(rdev);
 	remu_dm_dev_fini(rdev);

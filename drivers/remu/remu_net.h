@@ -14,6 +14,7 @@
 #include "remu_opcode.h"
 
 struct remu_dev;
+struct remu_qp;
 
 /**
  * struct remu_av - where a packet goes: the resolved address vector
@@ -51,6 +52,12 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 /* implemented by the engines (today: remu_recv.c) */
 void remu_rcv(struct remu_dev *rdev, struct sk_buff *skb,
 	      struct remu_pkt *pkt);
+void remu_rcv_qp(struct remu_qp *qp, struct sk_buff *skb,
+		 struct remu_pkt *pkt);
+
+/* remu_mcast.c: a packet to the multicast QPN, from remu_rcv() */
+void remu_mcast_rcv(struct remu_dev *rdev, struct sk_buff *skb,
+		    struct remu_pkt *pkt);
 
 /* remu_icrc.c */
 int remu_icrc_init(void);

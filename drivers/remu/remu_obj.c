@@ -32,6 +32,8 @@ static const char * const remu_obj_name[REMU_OBJ_TYPE_COUNT] = {
 	[REMU_OBJ_RING] = "ring",
 	[REMU_OBJ_DM] = "dm",
 	[REMU_OBJ_MW] = "mw",
+	[REMU_OBJ_MCAST_GRP] = "mcast_grp",
+	[REMU_OBJ_MCAST_ATTACH] = "mcast_attach",
 };
 
 void remu_obj_get(enum remu_obj_type type)

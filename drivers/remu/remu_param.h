@@ -79,4 +79,14 @@
 #define REMU_HCA_CORE_CLOCK_KHZ	1000000ULL
 #define REMU_TIMESTAMP_MASK	0x7fffffffffffffffULL
 
+/*
+ * UD multicast (remu_mcast.c): groups per device, QPs per group, and the
+ * attachments of the whole device, which is their product as on mlx5
+ * (so the first two are the ones ever reached).
+ */
+#define REMU_MAX_MCAST_GRP	1024
+#define REMU_MAX_MCAST_QP_ATTACH 64
+#define REMU_MAX_TOTAL_MCAST_QP_ATTACH \
+	(REMU_MAX_MCAST_GRP * REMU_MAX_MCAST_QP_ATTACH)
+
 #endif /* REMU_PARAM_H */

@@ -149,7 +149,8 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	default:
 		return -EOPNOTSUPP;
 	}
-	if (init->create_flags)
+	/* mlx5 takes it for any type; it matters to UD QPs only */
+	if (init->create_flags & ~IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK)
 		return -EOPNOTSUPP;
 	if (!init->send_cq || !init->recv_cq)
 		return -EINVAL;
@@ -179,6 +180,8 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->attr.path_mig_state = IB_MIG_MIGRATED;
 	qp->is_user = !!udata;
 	qp->sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
+	qp->mcast_no_self = !!(init->create_flags &
+			       IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK);
 	qp->scq = to_remu_cq(init->send_cq);
 	qp->rcq = to_remu_cq(init->recv_cq);
 	qp->srq = init->srq ? to_remu_srq(init->srq) : NULL;
@@ -223,8 +226,9 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		qpn = 1;
 		err = xa_insert_irq(&rdev->q.qp_xa, qpn, qp, GFP_KERNEL);
 	} else {
+		/* 0xffffff is the multicast QPN (IB_MULTICAST_QPN) */
 		err = xa_alloc_cyclic_irq(&rdev->q.qp_xa, &qpn, qp,
-					  XA_LIMIT(2, REMU_MAX_QPN),
+					  XA_LIMIT(2, IB_MULTICAST_QPN - 1),
 					  &rdev->q.qp_next, GFP_KERNEL);
 	}
 	if (err < 0)
@@ -605,6 +609,8 @@ int remu_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	init->srq = ibqp->srq;
 	init->cap = qp->attr.cap;
 	init->sq_sig_type = qp->sq_sig_all ? IB_SIGNAL_ALL_WR : IB_SIGNAL_REQ_WR;
+	if (qp->mcast_no_self)
+		init->create_flags = IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK;
 	return 0;
 }
 

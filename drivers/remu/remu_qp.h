@@ -94,6 +94,8 @@ struct remu_srq {
  *		primary path (IPv4 as ::ffff:a.b.c.d), set with the AV under
  *		@mutex before @state is published; the receive path drops a
  *		packet whose IP addresses are not @path_dst -> @path_src
+ * @mcast_no_self: created with IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK: no
+ *		copy of its own multicast sends (remu_mcast.c); fixed
  * @send_work:	runs remu_qp_send_work() on remu_wq: the doorbell, and
  *		the engines' work item (remu_eng_run())
  * @eng:	the engines' state (remu_eng.h), owned by @send_work
@@ -115,6 +117,7 @@ struct remu_qp {
 	bool sq_sig_all;
 	bool is_user;
 	bool last_wqe;
+	bool mcast_no_self;
 	struct in6_addr path_src;
 	struct in6_addr path_dst;
 	struct work_struct send_work;

@@ -17,7 +17,9 @@
  * write into the QP's memory or send into it; otherwise queue the skb
  * on the QP's bounded list (qp->eng.rxq) and queue the QP's work item,
  * where the completer and responder process it (remu_req.c,
- * remu_resp.c, remu_comp.c).
+ * remu_resp.c, remu_comp.c).  A packet to the multicast QPN (0xffffff)
+ * goes to remu_mcast_rcv() (remu_mcast.c), which hands a copy to each
+ * attached QP through remu_rcv_qp().
  *
  * Context of remu_rcv(): softirq, under rcu_read_lock, with a reference
  * on the device held for the call; it must not sleep and owns the skb.
@@ -63,33 +65,37 @@ static bool remu_rcv_path_ok(struct remu_qp *qp, struct sk_buff *skb)
 	       ipv6_addr_equal(&dst, &qp->path_src);
 }
 
-void remu_rcv(struct remu_dev *rdev, struct sk_buff *skb,
-	      struct remu_pkt *pkt)
+/**
+ * remu_rcv_qp - hand a received packet to one QP
+ * @qp: the QP, referenced by the caller for the call
+ * @skb: the packet; consumed
+ * @pkt: its parsed view
+ *
+ * Drops the packet if @qp is of another transport, not in a state that
+ * receives or has a full receive list (counted in rcvd_no_qp), or if it
+ * does not come from the QP's path (rcvd_bad_path).
+ * Context: softirq, as remu_rcv().
+ */
+void remu_rcv_qp(struct remu_qp *qp, struct sk_buff *skb,
+		 struct remu_pkt *pkt)
 {
 	struct remu_skb_cb *cb;
 	enum ib_qp_state s;
-	struct remu_qp *qp;
 
-	qp = remu_qp_get(rdev, pkt->qpn);
-	if (!qp) {
-		remu_count(rdev, REMU_CNT_RCVD_NO_QP);
-		kfree_skb(skb);
-		return;
-	}
 	/* pairs with modify_qp's release: the path is set before RTR */
 	s = smp_load_acquire(&qp->state);
 	if (!remu_rcv_type_ok(qp, pkt->info->transport) ||
 	    (s != IB_QPS_RTR && s != IB_QPS_RTS && s != IB_QPS_SQD) ||
 	    ((pkt->info->flags & REMU_OP_RESP) && s == IB_QPS_RTR) ||
 	    skb_queue_len(&qp->eng.rxq) >= REMU_RXQ_MAX) {
-		remu_count(rdev, REMU_CNT_RCVD_NO_QP);
+		remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
 		kfree_skb(skb);
-		goto out;
+		return;
 	}
 	if (!remu_rcv_path_ok(qp, skb)) {
-		remu_count(rdev, REMU_CNT_RCVD_BAD_PATH);
+		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_PATH);
 		kfree_skb(skb);
-		goto out;
+		return;
 	}
 	BUILD_BUG_ON(sizeof(*cb) > sizeof(skb->cb));
 	cb = remu_cb(skb);
@@ -100,6 +106,23 @@ void remu_rcv(struct remu_dev *rdev, struct sk_buff *skb,
 	cb->opcode = pkt->opcode;
 	skb_queue_tail(&qp->eng.rxq, skb);
 	queue_work(remu_wq, &qp->send_work);
-out:
+}
+
+void remu_rcv(struct remu_dev *rdev, struct sk_buff *skb,
+	      struct remu_pkt *pkt)
+{
+	struct remu_qp *qp;
+
+	if (pkt->qpn == IB_MULTICAST_QPN) {
+		remu_mcast_rcv(rdev, skb, pkt);
+		return;
+	}
+	qp = remu_qp_get(rdev, pkt->qpn);
+	if (!qp) {
+		remu_count(rdev, REMU_CNT_RCVD_NO_QP);
+		kfree_skb(skb);
+		return;
+	}
+	remu_rcv_qp(qp, skb, pkt);
 	remu_qp_put(qp);
 }
