@@ -94,6 +94,8 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.alloc_dm = remu_alloc_dm,
 	.alloc_mw = remu_alloc_mw,
 	.alloc_pd = remu_alloc_pd,
+	/* multicast attach/detach: the plain commands, no driver data */
+	.attach_mcast = ibv_cmd_attach_mcast,
 	.bind_mw = remu_bind_mw,
 	.create_ah = remu_create_ah,
 	.create_cq = remu_create_cq,
@@ -108,6 +110,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.destroy_cq = remu_destroy_cq,
 	.destroy_qp = remu_destroy_qp,
 	.destroy_srq = remu_destroy_srq,
+	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = remu_free_context,
 	.free_dm = remu_free_dm,
 	.modify_qp = remu_modify_qp,
