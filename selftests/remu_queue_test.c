@@ -37,27 +37,6 @@ static void counts_now(int *c)
 		c[i] = remu_obj_count(counted[i]);
 }
 
-/* Index of a RoCEv2 GID of the wanted family on port 1, or -1. */
-static int gid_index(struct ibv_context *ctx, int want_v4, union ibv_gid *gid)
-{
-	static const uint8_t v4pfx[12] = { [10] = 0xff, [11] = 0xff };
-	struct ibv_gid_entry e;
-	int i, v4;
-
-	for (i = 0; i < 128; i++) {
-		if (ibv_query_gid_ex(ctx, 1, i, &e, 0) ||
-		    e.gid_type != IBV_GID_TYPE_ROCE_V2)
-			continue;
-		v4 = !memcmp(e.gid.raw, v4pfx, sizeof(v4pfx));
-		if (v4 != want_v4 || (!v4 && e.gid.raw[0] == 0xfe))
-			continue;
-		if (gid)
-			*gid = e.gid;
-		return i;
-	}
-	return -1;
-}
-
 FIXTURE(q) {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
@@ -76,7 +55,7 @@ FIXTURE_SETUP(q)
 	ASSERT_NE(NULL, self->pd);
 	self->cq = ibv_create_cq(self->ctx, 256, NULL, NULL, 0);
 	ASSERT_NE(NULL, self->cq);
-	self->sgid4 = gid_index(self->ctx, 1, &self->gid4);
+	self->sgid4 = remu_roce_gid(self->ctx, 1, &self->gid4);
 	ASSERT_LE(0, self->sgid4);
 }
 
@@ -955,7 +934,7 @@ TEST_F(q, ah_create)
 	ASSERT_EQ(0, remu_sh("ip addr add fd77:9::1/64 dev v0 nodad && "
 			     "ip -n peer addr add fd77:9::2/64 dev v1 nodad"));
 	for (i = 0; i < 30 && sgid6 < 0; i++) {
-		sgid6 = gid_index(self->ctx, 0, &gid6);
+		sgid6 = remu_roce_gid(self->ctx, 0, &gid6);
 		if (sgid6 < 0)
 			usleep(100000);
 	}

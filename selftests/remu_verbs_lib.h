@@ -120,6 +120,32 @@ static inline int remu_ipv4_gid(struct ibv_context *ctx, union ibv_gid *gid)
 }
 
 /*
+ * The index of port 1's first RoCEv2 GID of the wanted family (IPv4-mapped
+ * with @want_v4, else IPv6 but not link-local), stored into @gid unless
+ * NULL; or -1.
+ */
+static inline int remu_roce_gid(struct ibv_context *ctx, int want_v4,
+				union ibv_gid *gid)
+{
+	static const uint8_t v4pfx[12] = { [10] = 0xff, [11] = 0xff };
+	struct ibv_gid_entry e;
+	int i, v4;
+
+	for (i = 0; i < 128; i++) {
+		if (ibv_query_gid_ex(ctx, 1, i, &e, 0) ||
+		    e.gid_type != IBV_GID_TYPE_ROCE_V2)
+			continue;
+		v4 = !memcmp(e.gid.raw, v4pfx, sizeof(v4pfx));
+		if (v4 != want_v4 || (!v4 && e.gid.raw[0] == 0xfe))
+			continue;
+		if (gid)
+			*gid = e.gid;
+		return i;
+	}
+	return -1;
+}
+
+/*
  * Open @dev and query port 1's MTU and the GID at @gid_index: the context,
  * or NULL (nothing left open).
  */

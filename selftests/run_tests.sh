@@ -25,6 +25,7 @@ all_tests=(
 	remu_dmabuf_test
 	remu_disassoc_test
 	remu_teardown_test
+	remu_mcast_test
 	remu_dm_test
 	remu_mw_test
 	remu_ex_test
