@@ -170,36 +170,59 @@ static uint8_t pattern(uint32_t seed, uint32_t i, uint32_t k)
 }
 
 /*
- * Send @n messages of the lengths @lens from @s to the group through @ah
- * (SEND_WITH_IMM for odd i, imm = seed + i), each waited for: 0 or -1.
+ * Post @n messages of the lengths @lens (at most NRECV) from @s to the
+ * group through @ah, as one list, message i from its own buffer
+ * (SEND_WITH_IMM for odd i, imm = seed + i): 0 or ibv_post_send's error.
  */
-static int send_msgs(struct mq *s, struct ibv_ah *ah, const uint32_t *lens,
+static int post_msgs(struct mq *s, struct ibv_ah *ah, const uint32_t *lens,
 		     int n, uint32_t seed)
+{
+	struct ibv_send_wr wr[NRECV], *bad;
+	struct ibv_sge sge[NRECV];
+	int i;
+
+	for (i = 0; i < n; i++) {
+		uint8_t *b = s->buf + i * SLOT;
+		uint32_t k;
+
+		for (k = 0; k < lens[i]; k++)
+			b[k] = pattern(seed, i, k);
+		sge[i] = (struct ibv_sge){ (uintptr_t)b, lens[i], s->mr->lkey };
+		memset(&wr[i], 0, sizeof(wr[i]));
+		wr[i].wr_id = seed + i;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = i & 1 ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].imm_data = htobe32(seed + i);
+		wr[i].wr.ud.ah = ah;
+		wr[i].wr.ud.remote_qpn = MCAST_QPN;
+		wr[i].wr.ud.remote_qkey = QKEY;
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+	}
+	return ibv_post_send(s->qp, wr, &bad);
+}
+
+/* the @n send completions of post_msgs(@seed), in order: 0 or -1 */
+static int sent_msgs(struct mq *s, int n, uint32_t seed)
 {
 	struct ibv_wc wc;
 	int i;
 
-	for (i = 0; i < n; i++) {
-		struct ibv_sge sge = { (uintptr_t)s->buf, lens[i], s->mr->lkey };
-		struct ibv_send_wr wr = {
-			.wr_id = seed + i, .sg_list = &sge, .num_sge = 1,
-			.opcode = i & 1 ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
-			.send_flags = IBV_SEND_SIGNALED,
-			.imm_data = htobe32(seed + i),
-		};
-		uint32_t k;
-
-		for (k = 0; k < lens[i]; k++)
-			s->buf[k] = pattern(seed, i, k);
-		wr.wr.ud.ah = ah;
-		wr.wr.ud.remote_qpn = MCAST_QPN;
-		wr.wr.ud.remote_qkey = QKEY;
-		if (remu_post_send(s->qp, &wr) ||
-		    remu_poll_one(s->scq, &wc, 10) != IBV_WC_SUCCESS ||
+	for (i = 0; i < n; i++)
+		if (remu_poll_one(s->scq, &wc, 10) != IBV_WC_SUCCESS ||
 		    wc.wr_id != seed + i)
 			return -1;
-	}
 	return 0;
+}
+
+/* post_msgs() and wait for the sends to complete: 0 or -1 */
+static int send_msgs(struct mq *s, struct ibv_ah *ah, const uint32_t *lens,
+		     int n, uint32_t seed)
+{
+	if (post_msgs(s, ah, lens, n, seed))
+		return -1;
+	return sent_msgs(s, n, seed);
 }
 
 /*
@@ -850,6 +873,27 @@ TEST_F(mc, destroy_attached)
 	EXPECT_EQ(0, ibv_destroy_qp(self->r1.qp));
 	self->r1.qp = NULL;
 	EXPECT_EQ(0, igmp_users("peer", "v1", &self->mgid));
+}
+
+/*
+ * The AH destroyed right after ibv_post_send() returned (what mckey's
+ * sender does): the sends already posted still go out and complete, as
+ * on a NIC that copies the address vector into the WQE.
+ */
+TEST_F(mc, ah_destroyed_after_post)
+{
+	long long p1 = cnt("remu1", "rcvd_mcast_pkts");
+
+	ASSERT_EQ(0, ibv_attach_mcast(self->r1.qp, &self->mgid, 0));
+	ASSERT_EQ(0, post_msgs(&self->s, self->ah, self->lens, 6, 1100));
+	ASSERT_EQ(0, ibv_destroy_ah(self->ah));
+	self->ah = NULL;
+	EXPECT_EQ(0, sent_msgs(&self->s, 6, 1100));
+	expect_msgs(_metadata, &self->r1, &self->s, &self->mgid, self->lens, 6,
+		    1100);
+	EXPECT_EQ(p1 + 6, cnt("remu1", "rcvd_mcast_pkts"));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(self->s.qp));
+	EXPECT_EQ(0, ibv_detach_mcast(self->r1.qp, &self->mgid, 0));
 }
 
 /* a process killed while attached: its QP is detached, the group left */

@@ -25,6 +25,7 @@
 
 struct remu_qp;
 struct remu_mr;
+struct remu_uav;
 
 /* receive queue bound, and the RC window of unacknowledged packets */
 #define REMU_RXQ_MAX		1024
@@ -173,6 +174,11 @@ struct remu_rd_res {
  *		(at least one), the only requests a duplicate may repeat;
  *		REMU_MAX_RD_ATOMIC entries (NULL for other transports)
  * @res_next:	the @res slot the next one goes into
+ * @uav:	UD: the address vector of each SQ slot, resolved when the WQE
+ *		was posted (remu_req_post_av()); NULL for other QPs
+ * @av_next:	UD: ring index up to which @uav is filled; written by
+ *		remu_req_post_av() under qp->sq.prod_lock with release order,
+ *		read by the requester with acquire order
  */
 struct remu_qp_eng {
 	struct sk_buff_head rxq;
@@ -212,6 +218,8 @@ struct remu_qp_eng {
 	u32 wr_off;
 	struct remu_rd_res *res;
 	u32 res_next;
+	struct remu_uav *uav;
+	u32 av_next;
 };
 
 /* extended header @h of a queued packet (skb->data at the BTH) */
@@ -270,6 +278,7 @@ void remu_eng_run(struct remu_qp *qp);
 void remu_req_run(struct remu_qp *qp);
 void remu_req_go_back(struct remu_qp *qp, u32 psn);
 void remu_req_ask_again(struct remu_qp *qp, u32 idx);
+void remu_req_post_av(struct remu_qp *qp);
 void *remu_req_copy(struct remu_qp *qp, u32 idx);
 int remu_req_av(struct remu_qp *qp, void *av);
 

@@ -29,7 +29,8 @@
  *   qp->mutex            modify_qp/query_qp: state changes and qp->attr;
  *                        rdma_cm calls modify_qp under its own locks, so
  *                        nothing under it may take rtnl_lock
- *   qp->sq.prod_lock     kernel consumers' posting to the SQ (irqsave)
+ *   qp->sq.prod_lock     kernel consumers' posting to the SQ, and UD
+ *                        QPs' AV capture at post time (irqsave)
  *   qp->rq.prod_lock     kernel consumers' posting to the RQ (irqsave)
  *   qp->sq.cons_lock     consumer side of the SQ ring (flush, engines)
  *   qp->rq.cons_lock     consumer side of the RQ ring
@@ -858,6 +859,11 @@ int remu_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		if (state == IB_QPS_RESET || state == IB_QPS_INIT ||
 		    state == IB_QPS_RTR)
 			return -EINVAL;
+		if (qp->eng.uav) {	/* UD: the AVs of what was posted */
+			spin_lock_irqsave(&qp->sq.prod_lock, flags);
+			remu_req_post_av(qp);
+			spin_unlock_irqrestore(&qp->sq.prod_lock, flags);
+		}
 		queue_work(remu_wq, &qp->send_work);
 		return 0;
 	}
@@ -878,6 +884,8 @@ int remu_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			break;
 		remu_queue_produce(&qp->sq.ring);
 	}
+	if (qp->eng.uav)
+		remu_req_post_av(qp);
 	spin_unlock_irqrestore(&qp->sq.prod_lock, flags);
 	if (err)
 		*bad_wr = wr;

@@ -22,6 +22,11 @@
  * completed, through the MR layer (remu_key_invalidate(),
  * remu_mr_fast_reg(), remu_mw_bind()), and completes
  * at once, IB_WC_MW_BIND_ERR with the QP to ERR if the MR layer refuses.
+ * A UD WQE's address vector is resolved when the WQE is posted
+ * (remu_req_post_av(), from the doorbell or a kernel post_send), as a NIC
+ * copies it into the WQE: the AH may be destroyed as soon as
+ * ibv_post_send() returns; the requester stops at the first WQE posted
+ * but not yet rung.
  *
  * The work item (qp->send_work, remu_eng_run()) runs, in this order:
  * the completer and responder on every queued packet (qp->eng.rxq), the
@@ -34,6 +39,12 @@
 #include "remu_qp.h"
 #include "remu_mr.h"
 #include "remu_net.h"
+
+/* a UD WQE's destination, resolved at post time (remu_qp_eng.uav) */
+struct remu_uav {
+	struct remu_av av;
+	int err;		/* the AH did not resolve: the WQE fails */
+};
 
 void *remu_req_copy(struct remu_qp *qp, u32 idx)
 {
@@ -64,14 +75,20 @@ int remu_eng_init(struct remu_qp *qp)
 	if (qp->ib_qp.qp_type == IB_QPT_RC)
 		e->res = kvcalloc(REMU_MAX_RD_ATOMIC, sizeof(*e->res),
 				  GFP_KERNEL);
+	if (remu_qp_type(qp) == IB_QPT_UD)
+		e->uav = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->uav),
+				  GFP_KERNEL);
 	if (!e->st || !e->copy || (!qp->is_user && !e->kreg) ||
-	    (qp->ib_qp.qp_type == IB_QPT_RC && !e->res)) {
+	    (qp->ib_qp.qp_type == IB_QPT_RC && !e->res) ||
+	    (remu_qp_type(qp) == IB_QPT_UD && !e->uav)) {
 		kvfree(e->st);
 		kvfree(e->copy);
 		kvfree(e->kreg);
 		kvfree(e->res);
+		kvfree(e->uav);
 		e->kreg = NULL;
 		e->res = NULL;
+		e->uav = NULL;
 		return -ENOMEM;
 	}
 	return 0;
@@ -89,6 +106,7 @@ void remu_eng_fini(struct remu_qp *qp)
 	kvfree(e->copy);
 	kvfree(e->kreg);
 	kvfree(e->res);
+	kvfree(e->uav);
 }
 
 /* RESET: forget everything in flight */
@@ -590,6 +608,64 @@ void remu_req_go_back(struct remu_qp *qp, u32 psn)
 	}
 }
 
+/* the address vector of AH number @ah_num, for a UD WQE of @qp */
+static int remu_req_ud_av(struct remu_qp *qp, u32 ah_num, u32 remote_qpn,
+			  struct remu_av *av)
+{
+	const struct ib_gid_attr *sgid;
+	struct rdma_ah_attr attr;
+	int err;
+
+	err = remu_ah_resolve(qp->rdev, ah_num, qp->ib_qp.pd, &attr);
+	if (err)
+		return err;
+	sgid = rdma_get_gid_attr(&qp->rdev->ib_dev, 1, attr.grh.sgid_index);
+	if (IS_ERR(sgid))
+		return PTR_ERR(sgid);
+	attr.grh.sgid_attr = sgid;
+	err = remu_av_from_attr(qp->rdev, &attr, qp->ib_qp.qp_num, remote_qpn,
+				av);
+	rdma_put_gid_attr(sgid);
+	return err;
+}
+
+/**
+ * remu_req_post_av - resolve the AHs of the UD WQEs posted since last time
+ * @qp: a UD QP; the caller holds qp->sq.prod_lock
+ *
+ * A NIC copies a UD WQE's address vector into the WQE when it is posted,
+ * so destroying the AH once ibv_post_send() has returned does not affect
+ * the sends already posted (mlx5; a process may post and destroy at once,
+ * as rdmacm-utils' mckey does).  The doorbell (user QPs) and
+ * remu_post_send() (kernel QPs) call this before they queue the work;
+ * the requester sends no WQE beyond @qp->eng.av_next.  An AH that does
+ * not resolve (unknown, another PD's) is recorded: its WQE completes with
+ * IB_WC_LOC_QP_OP_ERR when the requester gets to it.
+ *
+ * Context: any; takes qp->sq.cons_lock to read the ring's extent.
+ */
+void remu_req_post_av(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	const struct remu_send_wqe *w;
+	struct remu_uav *u;
+	unsigned long flags;
+	u32 idx, end;
+
+	spin_lock_irqsave(&qp->sq.cons_lock, flags);
+	idx = (s32)(e->av_next - q->cons) < 0 ? q->cons : e->av_next;
+	end = q->cons + remu_queue_used_by_consumer(q);
+	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+	for (; idx != end; idx++) {
+		w = remu_queue_slot_at(q, idx);
+		u = &e->uav[idx & q->mask];
+		u->err = remu_req_ud_av(qp, READ_ONCE(w->ah_num),
+					READ_ONCE(w->remote_qpn), &u->av);
+	}
+	smp_store_release(&e->av_next, end);
+}
+
 void remu_req_run(struct remu_qp *qp)
 {
 	struct remu_qp_eng *e = &qp->eng;
@@ -597,6 +673,7 @@ void remu_req_run(struct remu_qp *qp)
 	bool rc = qp->ib_qp.qp_type == IB_QPT_RC;
 	bool have_av = false;
 	struct remu_av av;
+	const struct remu_av *dst = &av;
 	unsigned long flags;
 	int budget = 512;
 	u32 used;
@@ -615,6 +692,9 @@ void remu_req_run(struct remu_qp *qp)
 		idx = e->head;
 		spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
 		if (idx - q->cons >= used)
+			break;
+		/* UD: posted, its AV not resolved yet; the doorbell requeues */
+		if (e->uav && (s32)(idx - smp_load_acquire(&e->av_next)) >= 0)
 			break;
 
 		sw = &e->st[idx & q->mask];
@@ -666,46 +746,20 @@ void remu_req_run(struct remu_qp *qp)
 			  REMU_REQ_WINDOW)
 			break;
 
-		if (!have_av) {
-			if (remu_qp_type(qp) == IB_QPT_UD) {
-				err = 0;	/* per WQE below */
-			} else {
-				err = remu_req_av(qp, &av);
-				if (err) {
-					remu_comp_fail_wqe(qp, idx,
-							   IB_WC_LOC_QP_OP_ERR);
-					return;
-				}
-				have_av = true;
-			}
+		err = 0;
+		if (e->uav) {		/* UD: the AV resolved at post time */
+			err = e->uav[idx & q->mask].err;
+			dst = &e->uav[idx & q->mask].av;
+		} else if (!have_av) {
+			err = remu_req_av(qp, &av);
+			have_av = !err;
 		}
-		if (remu_qp_type(qp) == IB_QPT_UD) {
-			struct rdma_ah_attr attr;
-			const struct ib_gid_attr *sgid;
-
-			err = remu_ah_resolve(qp->rdev, w->ah_num,
-					      qp->ib_qp.pd, &attr);
-			if (!err) {
-				sgid = rdma_get_gid_attr(&qp->rdev->ib_dev, 1,
-							 attr.grh.sgid_index);
-				if (IS_ERR(sgid)) {
-					err = PTR_ERR(sgid);
-				} else {
-					attr.grh.sgid_attr = sgid;
-					err = remu_av_from_attr(qp->rdev, &attr,
-							qp->ib_qp.qp_num,
-							w->remote_qpn, &av);
-					rdma_put_gid_attr(sgid);
-				}
-			}
-			if (err) {
-				remu_comp_fail_wqe(qp, idx,
-						   IB_WC_LOC_QP_OP_ERR);
-				return;
-			}
+		if (err) {
+			remu_comp_fail_wqe(qp, idx, IB_WC_LOC_QP_OP_ERR);
+			return;
 		}
 
-		err = remu_req_send_pkt(qp, idx, &av);
+		err = remu_req_send_pkt(qp, idx, dst);
 		if (err) {
 			remu_comp_fail_wqe(qp, idx, remu_local_status(err));
 			return;
