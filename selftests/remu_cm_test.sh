@@ -214,16 +214,7 @@ done
 # every CM AH, QP, CQ, MR ... is gone again (the CM may hold IDs in time
 # wait for a moment)
 if [ -z "$filter" ] || [[ objects == *"$filter"* ]]; then
-	for _ in $(seq 50); do
-		[ "$(objects)" = "$base_objects" ] && break
-		sleep 0.2
-	done
-	if [ "$(objects)" = "$base_objects" ]; then
-		ktap_pass objects
-	else
-		diff <(echo "$base_objects") <(objects) | sed 's/^/# /'
-		ktap_fail objects
-	fi
+	remu_objects_ktap "$base_objects"
 fi
 
 # obj NAME [OBJECTS]: one count from the objects listing

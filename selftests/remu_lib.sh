@@ -141,3 +141,22 @@ remu_rxe_out() {
 	remu_present remu0 || rdma link add remu0 type remu netdev v0 || return 1
 	ibv_devinfo -d remu0 | grep -q PORT_ACTIVE
 }
+
+# remu_objects_ktap BASE: the KTAP line "objects", passing when every
+# remu object count is back at BASE (an earlier `cat
+# /sys/kernel/debug/remu/objects`) within 10 s (the CM may hold IDs in
+# time wait for a moment); otherwise the difference is shown
+remu_objects_ktap() {
+	local now
+	for _ in $(seq 50); do
+		now=$(cat /sys/kernel/debug/remu/objects 2>/dev/null)
+		[ "$now" = "$1" ] && break
+		sleep 0.2
+	done
+	if [ "$now" = "$1" ]; then
+		ktap_pass objects
+	else
+		diff <(echo "$1") <(echo "$now") | sed 's/^/# /'
+		ktap_fail objects
+	fi
+}

@@ -42,6 +42,7 @@ all_tests=(
 	remu_fabric_test.sh
 	remu_netem_test.sh
 	remu_cm_test.sh
+	remu_mckey_test.sh
 	remu_nvmeof_test.sh
 	remu_install_test.sh
 )
