@@ -100,26 +100,6 @@ static inline int remu_port_gid(struct ibv_context *ctx, int gid_index,
 }
 
 /*
- * The index of port 1's IPv4-mapped RoCE v2 GID (stored into @gid), or
- * -1.  (remu has only RoCE v2 GIDs; rxe lists a RoCE v1 one first.)
- */
-static inline int remu_ipv4_gid(struct ibv_context *ctx, union ibv_gid *gid)
-{
-	static const uint8_t v4[12] = { [10] = 0xff, [11] = 0xff };
-	struct ibv_gid_entry ent;
-	int i;
-
-	for (i = 0; i < 16; i++)
-		if (!ibv_query_gid_ex(ctx, 1, i, &ent, 0) &&
-		    ent.gid_type == IBV_GID_TYPE_ROCE_V2 &&
-		    !memcmp(ent.gid.raw, v4, sizeof(v4))) {
-			*gid = ent.gid;
-			return i;
-		}
-	return -1;
-}
-
-/*
  * The index of port 1's first RoCEv2 GID of the wanted family (IPv4-mapped
  * with @want_v4, else IPv6 but not link-local), stored into @gid unless
  * NULL; or -1.
@@ -143,6 +123,15 @@ static inline int remu_roce_gid(struct ibv_context *ctx, int want_v4,
 		return i;
 	}
 	return -1;
+}
+
+/*
+ * The index of port 1's IPv4-mapped RoCE v2 GID (stored into @gid), or
+ * -1.  (remu has only RoCE v2 GIDs; rxe lists a RoCE v1 one first.)
+ */
+static inline int remu_ipv4_gid(struct ibv_context *ctx, union ibv_gid *gid)
+{
+	return remu_roce_gid(ctx, 1, gid);
 }
 
 /*
