@@ -7,7 +7,7 @@
  * Fixture create (remu0, no traffic): RC, UC and UD QPs through
  * ibv_create_qp_ex() with every send op of their type, with none, and
  * with comp_mask CREATE_FLAGS (flags 0: a plain QP; a flag: refused by
- * the kernel); send ops a type cannot do (and FLUSH under libibverbs 44,
+ * the kernel, except IBV_QP_CREATE_BLOCK_SELF_MCAST_LB on UD); send ops a type cannot do (and FLUSH under libibverbs 44,
  * TSO) refused with EOPNOTSUPP, comp_mask bits remu has no use for with EINVAL;
  * CQs: the read functions present exactly for the wc_flags asked (opcode,
  * vendor_err and wc_flags always), CVLAN/FLOW_TAG/TM_INFO and
@@ -342,12 +342,22 @@ TEST_F(create, qp_types)
 		EXPECT_EQ(0, ibv_destroy_qp(qp));
 
 		/*
-		 * a creation flag: the core takes none for RC/UC (EINVAL),
-		 * remu offers none for UD (EOPNOTSUPP)
+		 * creation flags: the core takes none for RC/UC (EINVAL);
+		 * remu takes BLOCK_SELF_MCAST_LB for UD (remu_mcast_test),
+		 * no other (EOPNOTSUPP)
 		 */
 		errno = 0;
+		qp = qp_ex(self->pd, self->cq, types[i], pd_cf, 0,
+			   IBV_QP_CREATE_BLOCK_SELF_MCAST_LB);
+		EXPECT_EQ(types[i] == IBV_QPT_UD, qp != NULL);
+		if (qp) {
+			EXPECT_EQ(0, ibv_destroy_qp(qp));
+		} else {
+			EXPECT_EQ(EINVAL, errno);
+		}
+		errno = 0;
 		EXPECT_EQ(NULL, qp_ex(self->pd, self->cq, types[i], pd_cf, 0,
-				      IBV_QP_CREATE_BLOCK_SELF_MCAST_LB));
+				      IBV_QP_CREATE_PCI_WRITE_END_PADDING));
 		EXPECT_EQ(types[i] == IBV_QPT_UD ? EOPNOTSUPP : EINVAL, errno);
 	}
 }
