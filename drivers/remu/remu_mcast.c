@@ -39,10 +39,10 @@
  * device receives it, as on mlx5).
  *
  * Locking:
- *   mc->lock (mutex)  attach, detach and teardown: the table, the lists'
- *                     writers and the counts.  rtnl_lock nests inside it
- *                     (the IPv4 join and leave); neither is ever taken
- *                     under qp->mutex.
+ *   mc->lock (mutex)  attach and detach: the table, the lists' writers
+ *                     and the counts (teardown, at dealloc_driver, runs
+ *                     alone).  rtnl_lock nests inside it (the IPv4 join
+ *                     and leave); neither is ever taken under qp->mutex.
  *   RCU               the receive path (softirq, inside the UDP stack's
  *                     rcu_read_lock) walks the table and the lists.  A
  *                     detach unlinks and waits for a grace period before
