@@ -99,13 +99,16 @@ tdb_unload() {
 	rmmod remu_test_dmabuf || { echo "not ok 1 teardown: rmmod remu_test_dmabuf failed"; status=1; }
 }
 
+# each test's time goes to the log (docs/testing.md keeps the budget)
 for t in "${tests[@]}"; do
 	echo "# ---- $t"
+	t0=$SECONDS
 	[ "$t" = remu_mr_test ] && tmr_load
 	[ "$t" = remu_dmabuf_test ] && tdb_load
 	"$here/$t" "$@" || status=1
 	[ "$t" = remu_mr_test ] && tmr_unload
 	[ "$t" = remu_dmabuf_test ] && tdb_unload
+	echo "# ---- $t: $((SECONDS - t0)) s"
 done
 
 if scripts/remu-down; then
