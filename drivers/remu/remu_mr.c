@@ -169,12 +169,14 @@ static const struct remu_mr_backing_ops remu_fr_ops = {
  * Map the segment at MR offset @off, faulting in a missing translation
  * (-EAGAIN from the backing) as often as the backing asks, within reason.
  */
-static int remu_mr_map_seg(struct remu_mr *mr, u64 off, u64 len, bool write,
-			   struct remu_mr_seg *seg)
+int remu_mr_map_seg_depth(struct remu_mr *mr, u64 off, u64 len, bool write,
+			  struct remu_mr_seg *seg, unsigned int depth)
 {
 	int tries = 0;
 	int err;
 
+	if (mr->kind == REMU_MR_INDIRECT)
+		return remu_mkey_map(mr, off, len, write, seg, depth);
 	for (;;) {
 		memset(seg, 0, sizeof(*seg));
 		err = mr->ops->map(mr, off, len, write, seg);
@@ -188,9 +190,17 @@ static int remu_mr_map_seg(struct remu_mr *mr, u64 off, u64 len, bool write,
 	}
 }
 
-static void remu_mr_unmap_seg(struct remu_mr *mr, struct remu_mr_seg *seg)
+static int remu_mr_map_seg(struct remu_mr *mr, u64 off, u64 len, bool write,
+			   struct remu_mr_seg *seg)
 {
-	if (mr->ops->unmap)
+	return remu_mr_map_seg_depth(mr, off, len, write, seg, 0);
+}
+
+void remu_mr_unmap_seg(struct remu_mr *mr, struct remu_mr_seg *seg)
+{
+	if (mr->kind == REMU_MR_INDIRECT)
+		remu_mkey_unmap(seg);
+	else if (mr->ops->unmap)
 		mr->ops->unmap(mr, seg);
 }
 
@@ -302,8 +312,8 @@ void remu_mr_put(struct remu_mr *mr)
 }
 EXPORT_SYMBOL_NS_GPL(remu_mr_put, REMU_TEST);
 
-int remu_mr_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova, u64 len,
-		  unsigned int access)
+int remu_mr_check_depth(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
+			u64 len, unsigned int access, unsigned int depth)
 {
 	if (pd && mr->pd != pd)
 		return -EPERM;
@@ -311,7 +321,16 @@ int remu_mr_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova, u64 len,
 		return -ERANGE;
 	if (access & ~READ_ONCE(mr->access))
 		return -EACCES;
+	/* an indirect key: each piece's MR must allow it too */
+	if (mr->kind == REMU_MR_INDIRECT)
+		return remu_mkey_check(mr, pd, iova, len, access, depth);
 	return 0;
+}
+
+int remu_mr_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova, u64 len,
+		  unsigned int access)
+{
+	return remu_mr_check_depth(mr, pd, iova, len, access, 0);
 }
 EXPORT_SYMBOL_NS_GPL(remu_mr_check, REMU_TEST);
 
@@ -493,7 +512,7 @@ int remu_mr_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key)
 	mr = xa_load(&rdev->mrs.xa, remu_key_index(key));
 	if (!mr || READ_ONCE(mr->key) != key)
 		err = -EINVAL;
-	else if (mr->kind != REMU_MR_FAST_REG)
+	else if (mr->kind != REMU_MR_FAST_REG && mr->kind != REMU_MR_INDIRECT)
 		err = -EACCES;
 	else if (mr->pd != pd)
 		err = -EPERM;

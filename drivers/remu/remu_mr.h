@@ -154,6 +154,7 @@ enum remu_mr_kind {
 	REMU_MR_ODP,		/* reg_user_mr + ON_DEMAND: remu_odp.c */
 	REMU_MR_DM,		/* reg_dm_mr: device memory (remu_dm.c) */
 	REMU_MR_DMABUF,		/* reg_user_mr_dmabuf: remu_dmabuf.c */
+	REMU_MR_INDIRECT,	/* indirect key, pieces of other keys: remu_mkey.c */
 };
 
 /** enum remu_mr_state - whether the key currently grants access */
@@ -161,6 +162,7 @@ enum remu_mr_state {
 	REMU_MR_FREE,		/* fast-reg MR not registered (or invalidated) */
 	REMU_MR_VALID,
 	REMU_MR_ZOMBIE,		/* being deregistered */
+	REMU_MR_CONFIG,		/* indirect key: a UMR is changing it */
 };
 
 /** enum remu_key_kind - where a key comes from */
@@ -187,6 +189,9 @@ enum remu_atomic_op {
  * @offset:	byte offset of the data in @page (unused with @kaddr)
  * @len:	contiguous bytes available here (>= 1)
  * @priv:	for the backing's ->unmap()
+ * @via:	the entries' MRs an indirect key went through to reach the
+ *		segment, referenced until it is unmapped (remu_mkey.c)
+ * @nvia:	entries used in @via
  */
 struct remu_mr_seg {
 	struct page *page;
@@ -194,6 +199,8 @@ struct remu_mr_seg {
 	unsigned int offset;
 	unsigned int len;
 	void *priv;
+	struct remu_mr *via[REMU_MKEY_MAX_DEPTH];
+	unsigned int nvia;
 };
 
 struct remu_mr;
@@ -254,6 +261,9 @@ struct remu_odp_stats {
  * @odp_stats:	ODP: per-MR page counters (`rdma statistic show mr`), see
  *		struct remu_odp_stats
  * @dmabuf:	DMABUF: the attachment and CPU mapping (remu_dmabuf.c)
+ * @mkey_layout: INDIRECT: the entries a UMR set (RCU, remu_mkey.c)
+ * @mkey_max:	INDIRECT: entries it takes
+ * @mkey_remote_inv: INDIRECT: SEND_WITH_INV may invalidate it
  * @rcu:	for kfree_rcu (lookups are lockless)
  */
 struct remu_mr {
@@ -284,6 +294,10 @@ struct remu_mr {
 
 	struct remu_odp_stats odp_stats;
 	struct remu_dmabuf *dmabuf;
+
+	struct remu_mkey_layout __rcu *mkey_layout;
+	u32 mkey_max;
+	bool mkey_remote_inv;
 
 	struct rcu_head rcu;
 };
@@ -468,11 +482,14 @@ struct remu_window;
 /**
  * struct remu_mw - a memory window as the core sees it
  * @ib_mw:	the core's MW (rkey mirrors the window's current key at alloc)
- * @win:	the window, looked up by the data path under RCU
+ * @win:	the window, looked up by the data path under RCU; NULL
+ *		when the MW object carries an indirect key instead
+ * @mkey:	the indirect key (REMU_ALLOC_MW_INDIRECT), or NULL
  */
 struct remu_mw {
 	struct ib_mw ib_mw;
 	struct remu_window *win;
+	struct remu_mr *mkey;
 };
 
 /**
@@ -615,6 +632,28 @@ struct remu_mr *remu_mr_new(struct ib_pd *ibpd, enum remu_mr_kind kind,
 			    const struct remu_mr_backing_ops *ops);
 struct ib_mr *remu_mr_publish(struct remu_mr *mr);
 void remu_mr_discard(struct remu_mr *mr);
+
+/* ---- indirect keys (remu_mkey.c; remu_mr.c's map and check loops) ---- */
+struct remu_mkey_layout;
+struct remu_send_wqe;
+int remu_mr_map_seg_depth(struct remu_mr *mr, u64 off, u64 len, bool write,
+			  struct remu_mr_seg *seg, unsigned int depth);
+void remu_mr_unmap_seg(struct remu_mr *mr, struct remu_mr_seg *seg);
+int remu_mr_check_depth(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
+			u64 len, unsigned int access, unsigned int depth);
+int remu_mkey_map(struct remu_mr *mr, u64 off, u64 len, bool write,
+		  struct remu_mr_seg *seg, unsigned int depth);
+void remu_mkey_unmap(struct remu_mr_seg *seg);
+int remu_mkey_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
+		    u64 len, unsigned int access, unsigned int depth);
+/* REMU_WR_UMR: 0, or -EINVAL/-EPERM/-EBUSY/-ENOMEM (IB_WC_MW_BIND_ERR) */
+int remu_mkey_umr(struct remu_dev *rdev, struct remu_pd *pd,
+		  const struct remu_send_wqe *w);
+struct remu_mr *remu_mkey_create(struct ib_pd *ibpd, u32 max_entries,
+				 bool remote_inv);
+void remu_mkey_destroy(struct remu_mr *mr);
+/* SEND_WITH_INV of an indirect key created without REMOTE_INV? */
+bool remu_mkey_no_remote_inv(struct remu_dev *rdev, u32 key);
 
 /* ---- on-demand paging (remu_odp.c) ---- */
 #ifdef CONFIG_INFINIBAND_ON_DEMAND_PAGING

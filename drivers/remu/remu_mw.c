@@ -247,6 +247,9 @@ int remu_key_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
 	win = xa_load(&rdev->mrs.mw_xa, remu_key_index(key));
 	if (!win) {
 		rcu_read_unlock();
+		/* an indirect key must have asked for remote invalidation */
+		if (qpn && remu_mkey_no_remote_inv(rdev, key))
+			return -EACCES;
 		return remu_mr_invalidate(rdev, pd, key);
 	}
 	spin_lock(&win->lock);
@@ -267,10 +270,46 @@ int remu_key_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
 
 /* ---- verbs ---- */
 
+/*
+ * An indirect key on the MW object (struct remu_alloc_mw_cmd with
+ * REMU_ALLOC_MW_INDIRECT): 0 (made), -ENOENT (flags 0: make a window),
+ * or an errno.
+ */
+static int remu_alloc_mw_mkey(struct ib_mw *ibmw, struct ib_udata *udata)
+{
+	struct remu_alloc_mw_resp resp = {};
+	struct remu_alloc_mw_cmd cmd = {};
+	struct remu_mr *mr;
+	int err;
+
+	err = ib_copy_from_udata(&cmd, udata, min(udata->inlen, sizeof(cmd)));
+	if (err)
+		return err;
+	if (!cmd.flags)
+		return -ENOENT;
+	if (cmd.flags & ~(REMU_ALLOC_MW_INDIRECT | REMU_ALLOC_MW_REMOTE_INV))
+		return -EOPNOTSUPP;
+	if (!(cmd.flags & REMU_ALLOC_MW_INDIRECT))
+		return -EINVAL;
+	mr = remu_mkey_create(ibmw->pd, cmd.max_entries,
+			      cmd.flags & REMU_ALLOC_MW_REMOTE_INV);
+	if (IS_ERR(mr))
+		return PTR_ERR(mr);
+	resp.max_entries = mr->mkey_max;
+	err = ib_copy_to_udata(udata, &resp, min(udata->outlen, sizeof(resp)));
+	if (err) {
+		remu_mkey_destroy(mr);
+		return err;
+	}
+	ibmw->rkey = mr->key;
+	to_remu_mw(ibmw)->mkey = mr;
+	return 0;
+}
+
 /**
  * remu_alloc_mw - the .alloc_mw op: a window, not bound, with its own key
  * @ibmw:	the core's MW (pd and type set)
- * @udata:	no driver data either way
+ * @udata:	none for a window; struct remu_alloc_mw_cmd for an indirect key
  *
  * Return: 0, -ENOMEM (no memory, or REMU_MAX_MW windows live), or an
  * xarray error.
@@ -285,6 +324,11 @@ int remu_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 
 	if (ibmw->type != IB_MW_TYPE_1 && ibmw->type != IB_MW_TYPE_2)
 		return -EINVAL;
+	if (udata && udata->inlen) {
+		err = remu_alloc_mw_mkey(ibmw, udata);
+		if (err != -ENOENT)
+			return err;
+	}
 	if (atomic_inc_return(&t->mw_count) > REMU_MAX_MW) {
 		err = -ENOMEM;
 		goto err_count;
@@ -338,6 +382,10 @@ int remu_dealloc_mw(struct ib_mw *ibmw)
 	struct remu_mr_table *t = &to_remu_dev(ibmw->device)->mrs;
 	struct remu_mr *drop = NULL;
 
+	if (to_remu_mw(ibmw)->mkey) {
+		remu_mkey_destroy(to_remu_mw(ibmw)->mkey);
+		return 0;
+	}
 	spin_lock(&win->lock);
 	win->dead = true;
 	swap(drop, win->mr);

@@ -449,6 +449,8 @@ u32 remu_wc_opcode(u32 wr_opcode)
 		return IB_WC_REG_MR;
 	case IB_UVERBS_WR_BIND_MW:
 		return IB_WC_BIND_MW;
+	case REMU_WR_UMR:
+		return REMU_WC_UMR;
 	default:
 		return IB_WC_SEND;
 	}

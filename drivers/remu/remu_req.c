@@ -302,16 +302,22 @@ static bool remu_req_op_ok(struct remu_qp *qp, u32 op)
 	case IB_WR_REG_MR:
 		/* kernel only: its parameters are in qp->eng.kreg */
 		return type != IB_QPT_UD && qp->eng.kreg;
+	case REMU_WR_UMR:
+		/* user RC QPs: libremu's remudv_wr_mr_list/_interleaved */
+		return type == IB_QPT_RC && !qp->eng.kreg;
 	default:
 		return false;
 	}
 }
 
-/* executed by the requester itself, no packet: LOCAL_INV, REG_MR, BIND_MW */
+/*
+ * executed by the requester itself, no packet: LOCAL_INV, REG_MR, BIND_MW
+ * and UMR
+ */
 static bool remu_is_local(u32 op)
 {
 	return op == IB_UVERBS_WR_LOCAL_INV || op == IB_WR_REG_MR ||
-	       op == IB_UVERBS_WR_BIND_MW;
+	       op == IB_UVERBS_WR_BIND_MW || op == REMU_WR_UMR;
 }
 
 /*
@@ -351,6 +357,15 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 	sw->npkts = 1;
 	if (!remu_req_op_ok(qp, w->opcode))
 		return IB_WC_LOC_QP_OP_ERR;
+	if (w->opcode == REMU_WR_UMR) {
+		/* its entries are inline: remu_mkey_umr() reads them */
+		if (!(w->flags & REMU_WQE_INLINE))
+			return IB_WC_LOC_QP_OP_ERR;
+		if (w->inline_len > qp->max_inline)
+			return IB_WC_LOC_LEN_ERR;
+		sw->len = 0;
+		return 0;
+	}
 	if (w->flags & REMU_WQE_INLINE) {
 		if (w->inline_len > qp->max_inline)
 			return IB_WC_LOC_LEN_ERR;
@@ -546,6 +561,8 @@ static int remu_req_local(struct remu_qp *qp, u32 idx,
 		return remu_key_invalidate(qp->rdev, pd, 0, w->ex_data);
 	if (w->opcode == IB_UVERBS_WR_BIND_MW)
 		return remu_req_bind(qp, w);
+	if (w->opcode == REMU_WR_UMR)
+		return remu_mkey_umr(qp->rdev, pd, w);
 	r = &qp->eng.kreg[idx & qp->sq.ring.mask];
 	/* the MR must belong to the QP's PD */
 	if (r->mr->pd != pd)

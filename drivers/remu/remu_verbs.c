@@ -207,7 +207,8 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 	struct remu_alloc_ucontext_resp resp = {
 		.abi_version = REMU_ABI_VERSION,
 		.comp_mask = REMU_UCTX_INLINE_RECV | REMU_UCTX_CQE_TIMESTAMP |
-			     REMU_UCTX_FLUSH_ATOMIC_WRITE,
+			     REMU_UCTX_FLUSH_ATOMIC_WRITE |
+			     REMU_UCTX_INDIRECT_MKEY,
 	};
 	struct remu_ucontext *uc = to_remu_uc(uctx);
 	int err;

@@ -36,6 +36,9 @@ enum {
 	REMU_UCTX_CQE_TIMESTAMP = 1 << 1,
 	/* send WQEs may be IB_UVERBS_WR_ATOMIC_WRITE and IB_UVERBS_WR_FLUSH */
 	REMU_UCTX_FLUSH_ATOMIC_WRITE = 1 << 2,
+	/* indirect memory keys: alloc_mw takes remu_alloc_mw_cmd, send
+	 * WQEs may be REMU_WR_UMR (docs/indirect-keys.md) */
+	REMU_UCTX_INDIRECT_MKEY = 1 << 3,
 };
 
 /* Response to ibv_open_device() (IB_USER_VERBS_CMD_GET_CONTEXT). */
@@ -146,6 +149,59 @@ struct remu_send_wqe {
 	__u32 remote_qkey;	/* UD */
 	__u32 reserved2;
 	/* followed by struct remu_sge[num_sge] or inline data */
+};
+
+/*
+ * Indirect memory keys (REMU_UCTX_INDIRECT_MKEY; docs/indirect-keys.md).
+ *
+ * An indirect key is created by ibv_alloc_mw() with a
+ * struct remu_alloc_mw_cmd whose flags hold REMU_ALLOC_MW_INDIRECT (the
+ * key rides on the uverbs MW object: ibv_dealloc_mw() destroys it); the
+ * response gives its lkey (== rkey) and the number of entries it takes.
+ * Without driver data, or with flags 0, ibv_alloc_mw() makes a window as
+ * before.
+ *
+ * It is configured by a REMU_WR_UMR send WQE (RC only, flags must hold
+ * REMU_WQE_INLINE): ex_data is the key, remote_qkey the IBV_ACCESS_*
+ * rights (LOCAL_WRITE, REMOTE_READ, REMOTE_WRITE, REMOTE_ATOMIC), swap
+ * the layout (REMU_UMR_LIST or REMU_UMR_INTERLEAVED), compare_add the
+ * repeat count (interleaved), num_sge the number of entries, which
+ * follow the fixed part in place of SGEs or inline data, inline_len
+ * bytes of them: struct remu_sge (addr, length, lkey) for a list,
+ * struct remu_umr_ientry for an interleaved layout.  It completes with
+ * opcode REMU_WC_UMR (IBV_WC_DRIVER1, as MLX5DV_WC_UMR).
+ */
+#define REMU_WR_UMR		0xf0
+#define REMU_WC_UMR		135	/* IBV_WC_DRIVER1 */
+#define REMU_MKEY_MAX_ENTRIES	16	/* per key; bounded by the slot too */
+#define REMU_MKEY_MAX_DEPTH	4	/* keys made of keys, outermost counted */
+
+enum {
+	REMU_ALLOC_MW_INDIRECT = 1 << 0,	/* an indirect key, not a window */
+	REMU_ALLOC_MW_REMOTE_INV = 1 << 1,	/* SEND_WITH_INV may invalidate it */
+};
+
+enum {
+	REMU_UMR_LIST = 0,
+	REMU_UMR_INTERLEAVED = 1,
+};
+
+struct remu_umr_ientry {
+	__aligned_u64 addr;
+	__u32 bytes_count;
+	__u32 bytes_skip;
+	__u32 lkey;
+	__u32 reserved;		/* 0 */
+};
+
+struct remu_alloc_mw_cmd {
+	__u32 flags;		/* REMU_ALLOC_MW_* */
+	__u32 max_entries;	/* indirect: 1 to REMU_MKEY_MAX_ENTRIES */
+};
+
+struct remu_alloc_mw_resp {
+	__u32 comp_mask;	/* 0 */
+	__u32 max_entries;	/* indirect: what the key takes */
 };
 
 /* A receive WQE (RQ and SRQ rings): a fixed part and num_sge SGEs. */
