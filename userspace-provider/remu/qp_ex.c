@@ -535,6 +535,7 @@ struct ibv_qp *remu_create_qp_ex(struct ibv_context *ctx,
 		return NULL;
 	if (ex) {
 		remu_qp_fill_wr_ops(&qp->vqp.qp_ex);
+		remu_qp_fill_dv_ops(qp);
 		remu_qp_mark_ex(qp);
 	}
 	return &qp->vqp.qp;

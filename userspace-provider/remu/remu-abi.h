@@ -29,6 +29,8 @@ DECLARE_DRV_CMD(remu_cmd_create_qp_ex, IB_USER_VERBS_EX_CMD_CREATE_QP,
 		empty, remu_create_qp_resp);
 DECLARE_DRV_CMD(remu_cmd_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		empty, remu_create_srq_resp);
+DECLARE_DRV_CMD(remu_cmd_alloc_mw, IB_USER_VERBS_CMD_ALLOC_MW,
+		remu_alloc_mw_cmd, remu_alloc_mw_resp);
 DECLARE_DRV_CMD(remu_cmd_create_ah, IB_USER_VERBS_CMD_CREATE_AH,
 		empty, remu_create_ah_resp);
 

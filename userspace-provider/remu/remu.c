@@ -233,3 +233,14 @@ static const struct verbs_device_ops remu_dev_ops = {
 	.alloc_context = remu_alloc_context,
 };
 PROVIDER_DRIVER(remu, remu_dev_ops);
+
+/* for remudv.h: objects of another provider are refused (EOPNOTSUPP) */
+int remu_is_remu_context(struct ibv_context *ctx)
+{
+	return ctx && verbs_get_device(ctx->device)->ops == &remu_dev_ops;
+}
+
+bool remudv_is_supported(struct ibv_device *device)
+{
+	return device && verbs_get_device(device)->ops == &remu_dev_ops;
+}

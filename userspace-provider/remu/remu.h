@@ -12,6 +12,7 @@
 #include <infiniband/driver.h>
 
 #include "remu_ring.h"
+#include "remudv.h"
 
 struct remu_device {
 	struct verbs_device vdev;
@@ -53,6 +54,14 @@ struct remu_qp {
 	struct remu_send_wqe *wr_cur;	/* the WQE ibv_wr_set_* fill, or NULL */
 	uint32_t wr_start;		/* sq.idx at ibv_wr_start(): rollback */
 	int wr_err;			/* the batch's first error */
+	struct remudv_qp_ex dv;		/* remudv_qp_ex_from_ibv_qp_ex() */
+};
+
+/* an indirect key (mkey.c): the MW object that carries it in the kernel */
+struct remu_mkey {
+	struct remudv_mkey dv;
+	struct ibv_mw mw;
+	uint16_t max_entries;
 };
 
 struct remu_srq {
@@ -167,6 +176,8 @@ struct ibv_mr *remu_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 				  size_t length, uint64_t iova, int fd,
 				  int access);
 int remu_dereg_mr(struct verbs_mr *vmr);
+int remu_is_remu_context(struct ibv_context *ctx);
+void remu_qp_fill_dv_ops(struct remu_qp *qp);
 int remu_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 		  void *addr, size_t length, int access);
 int remu_advise_mr(struct ibv_pd *pd, enum ibv_advise_mr_advice advice,
