@@ -28,6 +28,7 @@ all_tests=(
 	remu_mcast_test
 	remu_dm_test
 	remu_mw_test
+	remu_umr_test
 	remu_ex_test
 	remu_flush_test
 	remu_hostile_test

@@ -1,0 +1,732 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_umr_test - indirect memory keys (remudv.h, docs/indirect-keys.md)
+ * end to end: side b (remu1, in the peer namespace) owns a buffer cut into
+ * three pinned MRs and builds indirect keys over pieces of them with
+ * remudv_wr_mr_list() / remudv_wr_mr_interleaved() on its extended RC QP;
+ * side a (remu0) reaches them through the wire.  Every byte is checked
+ * against a model: a map from each offset of the key to the byte of b's
+ * buffer it names, built from the layout the test asked for, so a WRITE
+ * must change exactly the mapped bytes (the rest of b's megabyte keeps its
+ * guard pattern) and a READ must return them in key order.
+ *
+ * Cases: support and refusals at creation; a list of unaligned pieces of
+ * three MRs (out of order, one MR twice) written and read in several
+ * packets at several offsets; an interleaved layout (two strided entries,
+ * many rows); a key whose entries are another indirect key and an MR;
+ * local use (b's SEND gathering through the key, a's SEND scattered into
+ * b's receive through it, b's RDMA WRITE from it); FETCH_ADD and
+ * CMP_SWP through the key, and an atomic across an entry boundary
+ * refused; misuse: more entries than the key takes, no IBV_SEND_INLINE,
+ * rights outside the four, an entry past its MR, a right the key or an
+ * entry's MR lacks, configuring a key that is still valid; LOCAL_INV and
+ * SEND_WITH_INV (with and without REMOTE_INVALIDATE) then
+ * reconfiguration; an underlying MR deregistered under the key; and the
+ * object counts coming back.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "kselftest_harness.h"
+#include "remu_test.h"
+#include "remudv.h"
+
+#define BUF_SIZE	(1 << 20)
+#define MR_SPAN		(256 << 10)	/* b's three MRs: [0, 3 * MR_SPAN) */
+#define GID_INDEX	1
+#define GUARD		0xa5
+#define RIGHTS		(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | \
+			 IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
+#define MAX_KEY		(256 << 10)	/* largest key the model maps */
+#define MKEY_MAX	16		/* entries per key (docs/indirect-keys.md) */
+
+struct side {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr[3];	/* a: mr[0] over all of buf */
+	uint8_t *buf;
+	union ibv_gid gid;
+	enum ibv_mtu mtu;
+};
+
+static int side_open(struct side *s, const char *dev, bool owner)
+{
+	struct ibv_qp_cap cap = {
+		.max_send_wr = 32, .max_recv_wr = 32,
+		.max_send_sge = 4, .max_recv_sge = 4,
+		.max_inline_data = 256,
+	};
+	int i;
+
+	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
+	s->pd = s->ctx ? ibv_alloc_pd(s->ctx) : NULL;
+	s->cq = s->pd ? ibv_create_cq(s->ctx, 64, NULL, NULL, 0) : NULL;
+	s->buf = aligned_alloc(4096, BUF_SIZE);
+	if (!s->cq || !s->buf)
+		return -1;
+	memset(s->buf, GUARD, BUF_SIZE);
+	for (i = 0; i < (owner ? 3 : 1); i++) {
+		s->mr[i] = ibv_reg_mr(s->pd, s->buf + (owner ? i * MR_SPAN : 0),
+				      owner ? MR_SPAN : BUF_SIZE, RIGHTS);
+		if (!s->mr[i])
+			return -1;
+	}
+	/* b's QP is extended: the UMR builders need an ibv_qp_ex */
+	s->qp = owner ? remu_create_qp_ex(s->pd, s->cq, IBV_QPT_RC, &cap) :
+			remu_create_qp(s->pd, s->cq, IBV_QPT_RC, &cap);
+	return s->qp ? 0 : -1;
+}
+
+static void side_close(struct side *s)
+{
+	int i;
+
+	for (i = 1; i < 3; i++)
+		if (s->mr[i])
+			ibv_dereg_mr(s->mr[i]);
+	remu_close_objs(s->qp, NULL, s->mr[0], s->cq, s->pd, s->ctx);
+	free(s->buf);
+}
+
+static int qp_connect(struct side *s, struct side *peer)
+{
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x55);
+	struct remu_conn_dest d = { .qpn = peer->qp->qp_num, .gid = peer->gid,
+				    .mtu = remu_min_mtu(s->mtu, peer->mtu) };
+
+	ra.reset = true;
+	return remu_qp_connect(s->qp, &ra, GID_INDEX, &d);
+}
+
+static void drain(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+
+	while (ibv_poll_cq(cq, 1, &wc) > 0)
+		;
+}
+
+/* both QPs back to RTS after an error completion */
+static int reconnect(struct side *a, struct side *b)
+{
+	if (qp_connect(a, b) || qp_connect(b, a))
+		return -1;
+	drain(a->cq);
+	drain(b->cq);
+	return 0;
+}
+
+/*
+ * A UMR on b's QP: a list (@il NULL) of @n SGEs or @n interleaved entries
+ * repeated @repeat times, with wr_flags @flags.  The completion's status,
+ * or minus the errno ibv_wr_complete() returned.
+ */
+static int umr(struct side *b, struct remudv_mkey *mk, uint32_t access,
+	       int n, struct ibv_sge *sge, struct remudv_mr_interleaved *il,
+	       uint32_t repeat, unsigned int flags)
+{
+	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(b->qp);
+	struct remudv_qp_ex *dv = remudv_qp_ex_from_ibv_qp_ex(qpx);
+	struct ibv_wc wc;
+	int err, st;
+
+	if (!dv)
+		return -1000;
+	ibv_wr_start(qpx);
+	qpx->wr_id = 0x5a;
+	qpx->wr_flags = flags;
+	if (il)
+		remudv_wr_mr_interleaved(dv, mk, access, repeat, n, il);
+	else
+		remudv_wr_mr_list(dv, mk, access, n, sge);
+	err = ibv_wr_complete(qpx);
+	if (err)
+		return -err;
+	st = remu_poll_one(b->cq, &wc, 20);
+	if (st == IBV_WC_SUCCESS &&
+	    (wc.opcode != (enum ibv_wc_opcode)REMUDV_WC_UMR ||
+	     wc.wr_id != 0x5a))
+		return -1001;
+	return st;
+}
+
+#define UMR_FLAGS	(IBV_SEND_SIGNALED | IBV_SEND_INLINE)
+
+static int umr_list(struct side *b, struct remudv_mkey *mk, uint32_t access,
+		    int n, struct ibv_sge *sge)
+{
+	return umr(b, mk, access, n, sge, NULL, 0, UMR_FLAGS);
+}
+
+/* a's @op of @len bytes (a's buffer at @loff) at b's @raddr under @rkey */
+static int rdma(struct side *a, int op, uint32_t rkey, uint64_t raddr,
+		uint32_t len, uint32_t loff)
+{
+	return remu_rdma1(a->qp, a->cq, op, (uintptr_t)a->buf + loff,
+			  a->mr[0]->lkey, len, raddr, rkey, 20);
+}
+
+/* a's atomic at @raddr under @rkey; the old value lands at a->buf */
+static int atomic(struct side *a, int op, uint32_t rkey, uint64_t raddr,
+		  uint64_t cmp_add, uint64_t swap)
+{
+	struct ibv_sge sge = { (uintptr_t)a->buf, 8, a->mr[0]->lkey };
+	struct ibv_send_wr wr = { .wr_id = 0xa7, .sg_list = &sge,
+				  .num_sge = 1, .opcode = op };
+
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.rkey = rkey;
+	wr.wr.atomic.compare_add = cmp_add;
+	wr.wr.atomic.swap = swap;
+	return remu_run_wr(a->qp, a->cq, &wr, 20);
+}
+
+static void pattern(uint8_t *p, size_t len, uint32_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed + i * 7 + (i >> 8));
+}
+
+/* ---- the model: key offset -> offset in b's buffer ---- */
+
+struct model {
+	uint32_t len;
+	uint32_t map[MAX_KEY];
+	uint8_t img[BUF_SIZE];	/* what b's buffer must hold */
+};
+
+static void model_list(struct model *m, struct side *b,
+		       const struct ibv_sge *sge, int n)
+{
+	uint32_t i;
+	int e;
+
+	m->len = 0;
+	for (e = 0; e < n; e++)
+		for (i = 0; i < sge[e].length; i++)
+			m->map[m->len++] = sge[e].addr + i -
+					   (uintptr_t)b->buf;
+}
+
+static void model_interleaved(struct model *m, struct side *b,
+			      const struct remudv_mr_interleaved *il, int n,
+			      uint32_t repeat)
+{
+	uint32_t r, i;
+	int e;
+
+	m->len = 0;
+	for (r = 0; r < repeat; r++)
+		for (e = 0; e < n; e++)
+			for (i = 0; i < il[e].bytes_count; i++)
+				m->map[m->len++] = il[e].addr - (uintptr_t)b->buf +
+					r * (il[e].bytes_count +
+					     il[e].bytes_skip) + i;
+}
+
+/*
+ * a WRITEs @len pattern bytes at key offset @off through @rkey, then
+ * READs the same range back: b's buffer is the model's image byte for
+ * byte (only the mapped bytes changed) and the READ returns them.
+ */
+static void write_read(struct __test_metadata *_metadata, struct side *a,
+		       struct side *b, struct model *m, uint32_t rkey,
+		       uint32_t off, uint32_t len, uint32_t seed)
+{
+	uint32_t i;
+
+	pattern(a->buf, len, seed);
+	ASSERT_EQ(IBV_WC_SUCCESS, rdma(a, IBV_WR_RDMA_WRITE, rkey, off, len, 0));
+	for (i = 0; i < len; i++)
+		m->img[m->map[off + i]] = a->buf[i];
+	ASSERT_EQ(-1, remu_cmp(b->buf, m->img, BUF_SIZE));
+	memset(a->buf + len, 0, len);
+	ASSERT_EQ(IBV_WC_SUCCESS, rdma(a, IBV_WR_RDMA_READ, rkey, off, len,
+				       len));
+	ASSERT_EQ(-1, remu_cmp(a->buf + len, a->buf, len));
+}
+
+FIXTURE(umr) {
+	struct side a, b;
+	struct model *m;
+	int mkeys0, mrs0;
+};
+
+FIXTURE_VARIANT(umr) {
+	const char *dev_a, *dev_b;
+};
+
+FIXTURE_VARIANT_ADD(umr, remu0_remu1) { .dev_a = "remu0", .dev_b = "remu1" };
+
+FIXTURE_SETUP(umr)
+{
+	memset(&self->a, 0, sizeof(self->a));
+	memset(&self->b, 0, sizeof(self->b));
+	self->mkeys0 = remu_obj_count("mkey");
+	self->mrs0 = remu_obj_count("mr");
+	ASSERT_EQ(0, side_open(&self->a, variant->dev_a, false));
+	ASSERT_EQ(0, side_open(&self->b, variant->dev_b, true));
+	ASSERT_EQ(0, qp_connect(&self->a, &self->b));
+	ASSERT_EQ(0, qp_connect(&self->b, &self->a));
+	self->m = malloc(sizeof(*self->m));
+	ASSERT_NE(NULL, self->m);
+	memset(self->m->img, GUARD, BUF_SIZE);
+}
+
+FIXTURE_TEARDOWN(umr)
+{
+	free(self->m);
+	side_close(&self->a);
+	side_close(&self->b);
+	/* every key and MR of the test is gone */
+	EXPECT_EQ(self->mkeys0, remu_obj_count("mkey"));
+	EXPECT_EQ(self->mrs0, remu_obj_count("mr"));
+}
+
+static struct remudv_mkey *mkey_new(struct side *b, uint16_t max,
+				    uint32_t flags)
+{
+	struct remudv_mkey_init_attr ia = {
+		.pd = b->pd, .create_flags = flags, .max_entries = max,
+	};
+
+	return remudv_create_mkey(&ia);
+}
+
+/* b's address @off of its buffer, in MR @i */
+#define B(off)	((uintptr_t)self->b.buf + (off))
+
+/* four unaligned pieces of the three MRs, out of order, MR 1 twice */
+static int four_pieces(struct side *b, struct ibv_sge *sge)
+{
+	const struct { int mr; uint32_t off, len; } p[4] = {
+		{ 1, 4096 + 3, 5000 }, { 0, 17, 3 }, { 2, 100, 20011 },
+		{ 1, 77, 1500 },
+	};
+	int i;
+
+	for (i = 0; i < 4; i++) {
+		sge[i].addr = (uintptr_t)b->buf + p[i].mr * MR_SPAN + p[i].off;
+		sge[i].length = p[i].len;
+		sge[i].lkey = b->mr[p[i].mr]->lkey;
+	}
+	return 4;
+}
+
+TEST_F(umr, create_and_refusals)
+{
+	struct remudv_mkey_init_attr ia = { .pd = self->b.pd,
+		.create_flags = REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT,
+		.max_entries = 3 };
+	struct ibv_device **list;
+	struct remudv_mkey *mk;
+	struct ibv_mw *mw;
+	int n, i, found = 0;
+
+	list = ibv_get_device_list(&n);
+	ASSERT_NE(NULL, list);
+	for (i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), variant->dev_b))
+			found = remudv_is_supported(list[i]);
+	ibv_free_device_list(list);
+	EXPECT_TRUE(found);
+
+	mk = remudv_create_mkey(&ia);
+	ASSERT_NE(NULL, mk);
+	EXPECT_EQ(3, ia.max_entries);
+	EXPECT_EQ(mk->lkey, mk->rkey);
+	EXPECT_EQ(self->mkeys0 + 1, remu_obj_count("mkey"));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+	EXPECT_EQ(self->mkeys0, remu_obj_count("mkey"));
+
+	/* mlx5: the indirect flag is required, unknown flags refused */
+	EXPECT_EQ(NULL, mkey_new(&self->b, 3, 0));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	EXPECT_EQ(NULL, mkey_new(&self->b, 3,
+				 REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT | 1 << 2));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	EXPECT_EQ(NULL, mkey_new(&self->b, 0,
+				 REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(NULL, mkey_new(&self->b, MKEY_MAX + 1,
+				 REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(self->mkeys0, remu_obj_count("mkey"));
+
+	/* a plain ibv_alloc_mw still makes a window */
+	mw = ibv_alloc_mw(self->b.pd, IBV_MW_TYPE_2);
+	ASSERT_NE(NULL, mw);
+	EXPECT_EQ(self->mkeys0, remu_obj_count("mkey"));
+	EXPECT_EQ(0, ibv_dealloc_mw(mw));
+	/* an unconfigured key grants nothing */
+	mk = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 0, 1, 0));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+	EXPECT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+}
+
+TEST_F(umr, list_write_read)
+{
+	struct ibv_sge sge[4];
+	struct remudv_mkey *mk;
+	int n;
+
+	mk = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	n = four_pieces(&self->b, sge);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, n, sge));
+	model_list(self->m, &self->b, sge, n);
+	ASSERT_EQ(26514, self->m->len);
+	/* the whole key, then ranges starting and ending inside pieces */
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 0,
+		   self->m->len, 1);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 4999, 5,
+		   2);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 5001,
+		   20100, 3);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey,
+		   self->m->len - 1, 1, 4);
+	/* one byte past the key */
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, self->m->len - 1,
+		       2, 0));
+	ASSERT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+}
+
+TEST_F(umr, interleaved_write_read)
+{
+	struct remudv_mr_interleaved il[2] = {
+		{ B(MR_SPAN + 5), 100, 28, self->b.mr[1]->lkey },
+		{ B(2 * MR_SPAN + 4096), 16, 0, self->b.mr[2]->lkey },
+	};
+	struct remudv_mkey *mk;
+
+	mk = mkey_new(&self->b, 2, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr(&self->b, mk, RIGHTS, 2, NULL, il, 150,
+				      UMR_FLAGS));
+	model_interleaved(self->m, &self->b, il, 2, 150);
+	ASSERT_EQ(150 * 116, self->m->len);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 0,
+		   self->m->len, 9);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 99, 3000,
+		   10);
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+}
+
+TEST_F(umr, nested)
+{
+	struct ibv_sge sge[4], outer[2];
+	struct remudv_mkey *in, *out;
+	uint32_t inner_map[26514];
+	int n;
+
+	in = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	out = mkey_new(&self->b, 2, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, in);
+	ASSERT_NE(NULL, out);
+	n = four_pieces(&self->b, sge);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, in, RIGHTS, n, sge));
+	model_list(self->m, &self->b, sge, n);
+	memcpy(inner_map, self->m->map, sizeof(inner_map));
+	/* outer = in[4990, 5010) then 300 bytes of MR 0 */
+	outer[0] = (struct ibv_sge){ 4990, 20, in->lkey };
+	outer[1] = (struct ibv_sge){ B(9000), 300, self->b.mr[0]->lkey };
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, out, RIGHTS, 2, outer));
+	self->m->len = 320;
+	memcpy(self->m->map, inner_map + 4990, 20 * sizeof(uint32_t));
+	for (n = 0; n < 300; n++)
+		self->m->map[20 + n] = 9000 + n;
+	write_read(_metadata, &self->a, &self->b, self->m, out->rkey, 0, 320,
+		   21);
+	EXPECT_EQ(0, remudv_destroy_mkey(out));
+	EXPECT_EQ(0, remudv_destroy_mkey(in));
+}
+
+TEST_F(umr, local_use)
+{
+	struct ibv_sge sge[4], s;
+	struct ibv_send_wr wr = { .num_sge = 1, .sg_list = &s };
+	struct remudv_mkey *mk;
+	struct ibv_wc wc;
+	uint32_t i, len;
+	int n;
+
+	mk = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	n = four_pieces(&self->b, sge);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, n, sge));
+	model_list(self->m, &self->b, sge, n);
+	len = self->m->len;
+	/* fill b's pieces through the model, as a's WRITE would */
+	for (i = 0; i < len; i++)
+		self->b.buf[self->m->map[i]] = self->m->img[self->m->map[i]] =
+			(uint8_t)(i * 13 + 5);
+
+	/* b SENDs the key's bytes 3..len-3: gathered from the pieces */
+	s = (struct ibv_sge){ (uintptr_t)self->a.buf, len, self->a.mr[0]->lkey };
+	ASSERT_EQ(0, remu_post_recv(self->a.qp, 1, &s, 1));
+	s = (struct ibv_sge){ 3, len - 6, mk->lkey };
+	wr.opcode = IBV_WR_SEND;
+	ASSERT_EQ(IBV_WC_SUCCESS, remu_run_wr(self->b.qp, self->b.cq, &wr, 20));
+	ASSERT_EQ(IBV_WC_SUCCESS, remu_poll_one(self->a.cq, &wc, 20));
+	ASSERT_EQ(len - 6, wc.byte_len);
+	for (i = 0; i < len - 6; i++)
+		ASSERT_EQ(self->b.buf[self->m->map[3 + i]], self->a.buf[i]);
+
+	/* a SENDs into b's receive whose SGE is the key: scattered */
+	s = (struct ibv_sge){ 10, len - 10, mk->lkey };
+	ASSERT_EQ(0, remu_post_recv(self->b.qp, 2, &s, 1));
+	pattern(self->a.buf, len - 10, 77);
+	s = (struct ibv_sge){ (uintptr_t)self->a.buf, len - 10,
+			      self->a.mr[0]->lkey };
+	ASSERT_EQ(IBV_WC_SUCCESS, remu_run_wr(self->a.qp, self->a.cq, &wr, 20));
+	ASSERT_EQ(IBV_WC_SUCCESS, remu_poll_one(self->b.cq, &wc, 20));
+	ASSERT_EQ(2, wc.wr_id);
+	for (i = 0; i < len - 10; i++)
+		self->m->img[self->m->map[10 + i]] = self->a.buf[i];
+	ASSERT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+
+	/* b's RDMA WRITE from the key into a's buffer */
+	memset(self->a.buf, 0, len);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  remu_rdma1(self->b.qp, self->b.cq, IBV_WR_RDMA_WRITE, 0,
+			     mk->lkey, len, (uintptr_t)self->a.buf,
+			     self->a.mr[0]->rkey, 20));
+	for (i = 0; i < len; i++)
+		ASSERT_EQ(self->b.buf[self->m->map[i]], self->a.buf[i]);
+
+	/* a local SGE past the key: local protection error */
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR,
+		  remu_rdma1(self->b.qp, self->b.cq, IBV_WR_RDMA_WRITE, len - 1,
+			     mk->lkey, 2, (uintptr_t)self->a.buf,
+			     self->a.mr[0]->rkey, 20));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+}
+
+TEST_F(umr, atomics)
+{
+	/* entry 0: 12 bytes, so key bytes 8..15 cross into entry 1 */
+	struct ibv_sge sge[2] = {
+		{ B(64), 12, self->b.mr[0]->lkey },
+		{ B(MR_SPAN + 128), 64, self->b.mr[1]->lkey },
+	};
+	struct remudv_mkey *mk;
+	uint64_t v, old;
+
+	mk = mkey_new(&self->b, 2, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, 2, sge));
+	/* key offset 0 is b's byte 64; key offset 20 is MR 1's 128 + 8 */
+	v = 1000;
+	memcpy(self->b.buf + 64, &v, 8);
+	ASSERT_EQ(IBV_WC_SUCCESS, atomic(&self->a, IBV_WR_ATOMIC_FETCH_AND_ADD,
+					 mk->rkey, 0, 5, 0));
+	memcpy(&old, self->a.buf, 8);
+	EXPECT_EQ(1000, old);
+	memcpy(&v, self->b.buf + 64, 8);
+	EXPECT_EQ(1005, v);
+	v = 42;
+	memcpy(self->b.buf + MR_SPAN + 136, &v, 8);
+	ASSERT_EQ(IBV_WC_SUCCESS, atomic(&self->a, IBV_WR_ATOMIC_CMP_AND_SWP,
+					 mk->rkey, 20, 42, 4242));
+	memcpy(&old, self->a.buf, 8);
+	EXPECT_EQ(42, old);
+	memcpy(&v, self->b.buf + MR_SPAN + 136, 8);
+	EXPECT_EQ(4242, v);
+	/* an 8-byte operand across the entry boundary is refused */
+	memcpy(self->m->img, self->b.buf, BUF_SIZE);
+	EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR,
+		  atomic(&self->a, IBV_WR_ATOMIC_FETCH_AND_ADD, mk->rkey, 8, 1,
+			 0));
+	ASSERT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+}
+
+TEST_F(umr, misuse)
+{
+	struct ibv_sge sge[4], past;
+	struct remudv_mkey *mk;
+	int n;
+
+	mk = mkey_new(&self->b, 3, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	n = four_pieces(&self->b, sge);
+	/* at post, as mlx5: too many entries, no inline flag, bad rights */
+	EXPECT_EQ(-ENOMEM, umr_list(&self->b, mk, RIGHTS, n, sge));
+	EXPECT_EQ(-EOPNOTSUPP, umr(&self->b, mk, RIGHTS, 3, sge, NULL, 0,
+				   IBV_SEND_SIGNALED));
+	EXPECT_EQ(-EINVAL, umr_list(&self->b, mk,
+				    RIGHTS | IBV_ACCESS_MW_BIND, 3, sge));
+	/* nothing was posted: the key is still unconfigured */
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 0, 1, 0));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+
+	/* an entry past its MR: configured, and every access to it fails */
+	past = (struct ibv_sge){ B(MR_SPAN - 100), 200, self->b.mr[0]->lkey };
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, 1, &past));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 0, 200, 0));
+	ASSERT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+
+	/* configuring a key that is still valid: MW_BIND_ERR (QP in ERR) */
+	EXPECT_EQ(IBV_WC_MW_BIND_ERR, umr_list(&self->b, mk, RIGHTS, 3, sge));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+
+	/* the key's rights: READ only refuses a WRITE */
+	mk = mkey_new(&self->b, 3, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk,
+					   IBV_ACCESS_REMOTE_READ, 3, sge));
+	EXPECT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk->rkey, 0, 100, 0));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 0, 100, 0));
+	ASSERT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+}
+
+TEST_F(umr, entry_rights_intersect)
+{
+	struct ibv_mr *ro;
+	struct ibv_sge sge[2];
+	struct remudv_mkey *mk;
+
+	/* a second MR over MR 1's range with remote read only */
+	ro = ibv_reg_mr(self->b.pd, self->b.buf + MR_SPAN, MR_SPAN,
+			IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+	ASSERT_NE(NULL, ro);
+	sge[0] = (struct ibv_sge){ B(1000), 100, self->b.mr[0]->lkey };
+	sge[1] = (struct ibv_sge){ B(MR_SPAN + 1000), 100, ro->lkey };
+	mk = mkey_new(&self->b, 2, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, 2, sge));
+	model_list(self->m, &self->b, sge, 2);
+	/* the first entry takes a WRITE, the read-only one does not */
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 0, 100,
+		   31);
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 50, 100, 0));
+	ASSERT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	EXPECT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk->rkey, 50, 100, 0));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+	EXPECT_EQ(0, ibv_dereg_mr(ro));
+}
+
+TEST_F(umr, invalidate_and_reconfigure)
+{
+	struct ibv_send_wr inv = { .wr_id = 0x1f, .opcode = IBV_WR_LOCAL_INV };
+	struct ibv_sge sge[4], s;
+	struct ibv_send_wr wr = { .num_sge = 1, .sg_list = &s,
+				  .opcode = IBV_WR_SEND_WITH_INV };
+	struct remudv_mkey *mk, *noinv;
+	struct ibv_wc wc;
+	int n;
+
+	mk = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT |
+			       REMUDV_MKEY_INIT_ATTR_FLAGS_REMOTE_INVALIDATE);
+	ASSERT_NE(NULL, mk);
+	n = four_pieces(&self->b, sge);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, n, sge));
+	model_list(self->m, &self->b, sge, n);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 0, 6000,
+		   41);
+
+	/* LOCAL_INV: the key stops working */
+	inv.invalidate_rkey = mk->lkey;
+	ASSERT_EQ(IBV_WC_SUCCESS, remu_run_wr(self->b.qp, self->b.cq, &inv, 20));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 0, 10, 0));
+	ASSERT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+
+	/* configured again, in another order: the new layout is used */
+	s = sge[0];
+	sge[0] = sge[3];
+	sge[3] = s;
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, n, sge));
+	model_list(self->m, &self->b, sge, n);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 0,
+		   self->m->len, 42);
+
+	/* a's SEND_WITH_INV: b's receive completes WITH_INV, key dead */
+	ASSERT_EQ(0, remu_post_recv(self->b.qp, 3, NULL, 0));
+	s = (struct ibv_sge){ (uintptr_t)self->a.buf, 0, self->a.mr[0]->lkey };
+	wr.invalidate_rkey = mk->rkey;
+	wr.num_sge = 0;
+	ASSERT_EQ(IBV_WC_SUCCESS, remu_run_wr(self->a.qp, self->a.cq, &wr, 20));
+	ASSERT_EQ(IBV_WC_SUCCESS, remu_poll_one(self->b.cq, &wc, 20));
+	EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_INV);
+	EXPECT_EQ(mk->rkey, wc.invalidated_rkey);
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk->rkey, 0, 10, 0));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+
+	/* without REMOTE_INVALIDATE, SEND_WITH_INV is refused */
+	noinv = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, noinv);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, noinv, RIGHTS, n, sge));
+	ASSERT_EQ(0, remu_post_recv(self->b.qp, 4, NULL, 0));
+	wr.invalidate_rkey = noinv->rkey;
+	EXPECT_EQ(IBV_WC_REM_OP_ERR,
+		  remu_run_wr(self->a.qp, self->a.cq, &wr, 20));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	write_read(_metadata, &self->a, &self->b, self->m, noinv->rkey, 0, 100,
+		   43);
+	EXPECT_EQ(0, remudv_destroy_mkey(noinv));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+}
+
+TEST_F(umr, dereg_underlying_mr)
+{
+	struct ibv_sge sge[2] = {
+		{ B(500), 1000, self->b.mr[0]->lkey },
+		{ B(2 * MR_SPAN + 500), 1000, self->b.mr[2]->lkey },
+	};
+	struct remudv_mkey *mk;
+
+	mk = mkey_new(&self->b, 2, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, 2, sge));
+	model_list(self->m, &self->b, sge, 2);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 0, 2000,
+		   51);
+	/* MR 2 goes away: its entry fails, the other still works */
+	ASSERT_EQ(0, ibv_dereg_mr(self->b.mr[2]));
+	self->b.mr[2] = NULL;
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 900, 200, 0));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk->rkey, 1000, 10, 0));
+	ASSERT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 0, 1000,
+		   52);
+	/* and locally */
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR,
+		  remu_rdma1(self->b.qp, self->b.cq, IBV_WR_RDMA_WRITE, 999,
+			     mk->lkey, 2, (uintptr_t)self->a.buf,
+			     self->a.mr[0]->rkey, 20));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+}
+
+TEST_HARNESS_MAIN
