@@ -516,10 +516,14 @@ TEST_F(umr, local_use)
 
 TEST_F(umr, atomics)
 {
-	/* entry 0: 12 bytes, so key bytes 8..15 cross into entry 1 */
+	/*
+	 * entry 0: 12 bytes, so key bytes 8..15 cross into entry 1, which
+	 * starts 4 bytes before an aligned address: key offset 24 is MR 1's
+	 * aligned 144
+	 */
 	struct ibv_sge sge[2] = {
 		{ B(64), 12, self->b.mr[0]->lkey },
-		{ B(MR_SPAN + 128), 64, self->b.mr[1]->lkey },
+		{ B(MR_SPAN + 132), 64, self->b.mr[1]->lkey },
 	};
 	struct remudv_mkey *mk;
 	uint64_t v, old;
@@ -527,7 +531,7 @@ TEST_F(umr, atomics)
 	mk = mkey_new(&self->b, 2, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
 	ASSERT_NE(NULL, mk);
 	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, 2, sge));
-	/* key offset 0 is b's byte 64; key offset 20 is MR 1's 128 + 8 */
+	/* key offset 0 is b's byte 64 */
 	v = 1000;
 	memcpy(self->b.buf + 64, &v, 8);
 	ASSERT_EQ(IBV_WC_SUCCESS, atomic(&self->a, IBV_WR_ATOMIC_FETCH_AND_ADD,
@@ -537,12 +541,12 @@ TEST_F(umr, atomics)
 	memcpy(&v, self->b.buf + 64, 8);
 	EXPECT_EQ(1005, v);
 	v = 42;
-	memcpy(self->b.buf + MR_SPAN + 136, &v, 8);
+	memcpy(self->b.buf + MR_SPAN + 144, &v, 8);
 	ASSERT_EQ(IBV_WC_SUCCESS, atomic(&self->a, IBV_WR_ATOMIC_CMP_AND_SWP,
-					 mk->rkey, 20, 42, 4242));
+					 mk->rkey, 24, 42, 4242));
 	memcpy(&old, self->a.buf, 8);
 	EXPECT_EQ(42, old);
-	memcpy(&v, self->b.buf + MR_SPAN + 136, 8);
+	memcpy(&v, self->b.buf + MR_SPAN + 144, 8);
 	EXPECT_EQ(4242, v);
 	/* an 8-byte operand across the entry boundary is refused */
 	memcpy(self->m->img, self->b.buf, BUF_SIZE);

@@ -282,6 +282,10 @@ static int remu_alloc_mw_mkey(struct ib_mw *ibmw, struct ib_udata *udata)
 	struct remu_mr *mr;
 	int err;
 
+	if (udata->inlen > sizeof(cmd) &&
+	    !ib_is_udata_cleared(udata, sizeof(cmd),
+				 udata->inlen - sizeof(cmd)))
+		return -EOPNOTSUPP;
 	err = ib_copy_from_udata(&cmd, udata, min(udata->inlen, sizeof(cmd)));
 	if (err)
 		return err;
