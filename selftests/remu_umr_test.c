@@ -21,12 +21,14 @@
  * rights outside the four, an entry past its MR, a right the key or an
  * entry's MR lacks, configuring a key that is still valid; LOCAL_INV and
  * SEND_WITH_INV (with and without REMOTE_INVALIDATE) then
- * reconfiguration; an underlying MR deregistered under the key; and the
- * object counts coming back.
+ * reconfiguration; an underlying MR deregistered under the key; entries
+ * over an ODP MR (faulted in through the key) and a device-memory MR; and
+ * the object counts coming back.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "kselftest_harness.h"
 #include "remu_test.h"
@@ -731,6 +733,60 @@ TEST_F(umr, dereg_underlying_mr)
 			     self->a.mr[0]->rkey, 20));
 	ASSERT_EQ(0, reconnect(&self->a, &self->b));
 	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+}
+
+/*
+ * Entries over other backings: an explicit ODP MR (never touched: the
+ * WRITE faults its pages in through the key), a device-memory MR (zero
+ * based) and a pinned MR, in one list.
+ */
+TEST_F(umr, odp_and_dm_entries)
+{
+	struct ibv_alloc_dm_attr da = { .length = 8192 };
+	uint8_t dmbytes[3000];
+	struct ibv_mr *odp, *dmr;
+	struct remudv_mkey *mk;
+	struct ibv_sge sge[3];
+	struct ibv_dm *dm;
+	uint8_t *obuf;
+
+	/* a fresh mapping: no page of it is present before the WRITE */
+	obuf = mmap(NULL, MR_SPAN, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, obuf);
+	odp = ibv_reg_mr(self->b.pd, obuf, MR_SPAN,
+			 RIGHTS | IBV_ACCESS_ON_DEMAND);
+	ASSERT_NE(NULL, odp);
+	dm = ibv_alloc_dm(self->b.ctx, &da);
+	ASSERT_NE(NULL, dm);
+	dmr = ibv_reg_dm_mr(self->b.pd, dm, 0, 8192,
+			    RIGHTS | IBV_ACCESS_ZERO_BASED);
+	ASSERT_NE(NULL, dmr);
+	sge[0] = (struct ibv_sge){ (uintptr_t)obuf + 333, 5000, odp->lkey };
+	sge[1] = (struct ibv_sge){ 100, 3000, dmr->lkey };
+	sge[2] = (struct ibv_sge){ B(10), 50, self->b.mr[0]->lkey };
+	mk = mkey_new(&self->b, 3, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, 3, sge));
+
+	pattern(self->a.buf, 8050, 61);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 0, 8050, 0));
+	EXPECT_EQ(0, memcmp(obuf + 333, self->a.buf, 5000));
+	ASSERT_EQ(0, ibv_memcpy_from_dm(dmbytes, dm, 100, sizeof(dmbytes)));
+	EXPECT_EQ(0, memcmp(dmbytes, self->a.buf + 5000, 3000));
+	memcpy(self->m->img + 10, self->a.buf + 8000, 50);
+	EXPECT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	memset(self->a.buf + 8050, 0, 8050);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk->rkey, 0, 8050, 8050));
+	EXPECT_EQ(0, memcmp(self->a.buf + 8050, self->a.buf, 8050));
+
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+	EXPECT_EQ(0, ibv_dereg_mr(dmr));
+	EXPECT_EQ(0, ibv_free_dm(dm));
+	EXPECT_EQ(0, ibv_dereg_mr(odp));
+	munmap(obuf, MR_SPAN);
 }
 
 TEST_HARNESS_MAIN
