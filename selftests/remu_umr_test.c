@@ -26,6 +26,7 @@
  * the object counts coming back.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -787,6 +788,151 @@ TEST_F(umr, odp_and_dm_entries)
 	EXPECT_EQ(0, ibv_free_dm(dm));
 	EXPECT_EQ(0, ibv_dereg_mr(odp));
 	munmap(obuf, MR_SPAN);
+}
+
+/* ---- a peer's accesses racing re-configuration ---- */
+
+#define RACE_ROUNDS	100
+#define RACE_SHIFT	40000	/* layout B: layout A's pieces moved */
+
+/* the byte a WRITE at key offset @k carries in the race */
+static uint8_t race_byte(uint32_t k)
+{
+	return (uint8_t)(k * 7 + 3);
+}
+
+struct racer {
+	struct side *b;
+	struct ibv_qp *qp;	/* b's second QP: its UMRs and LOCAL_INVs */
+	struct ibv_cq *cq;
+	struct remudv_mkey *mk;
+	struct ibv_sge lay[2][4];
+	int err;
+};
+
+static int run_local(struct ibv_qp *qp, struct ibv_cq *cq,
+		     struct ibv_send_wr *wr)
+{
+	return remu_run_wr(qp, cq, wr, 20);
+}
+
+static void *reconfigure(void *arg)
+{
+	struct racer *r = arg;
+	struct ibv_send_wr inv = { .opcode = IBV_WR_LOCAL_INV };
+	struct side ctl = *r->b;
+	int i;
+
+	ctl.qp = r->qp;
+	ctl.cq = r->cq;
+	inv.invalidate_rkey = r->mk->lkey;
+	for (i = 0; i < RACE_ROUNDS && !r->err; i++) {
+		if (run_local(r->qp, r->cq, &inv) != IBV_WC_SUCCESS ||
+		    umr_list(&ctl, r->mk, RIGHTS, 4, r->lay[(i + 1) & 1]) !=
+		    IBV_WC_SUCCESS)
+			r->err = i + 1;
+	}
+	return NULL;
+}
+
+/*
+ * a loops WRITEs and READs of 6 KiB at varying offsets through the key
+ * while b (on another QP) invalidates it and configures it again with
+ * layout A or B, 100 times.  Each access succeeds or fails with
+ * REM_ACCESS_ERR; every byte of b's buffer outside the two layouts keeps
+ * its guard, every byte inside holds the guard or the byte a WRITE at its
+ * key offset carries, and every byte a READ returns is one of those two.
+ */
+TEST_F(umr, race_reconfigure)
+{
+	static const struct ibv_qp_cap cap = {
+		.max_send_wr = 8, .max_recv_wr = 1, .max_send_sge = 1,
+		.max_recv_sge = 1, .max_inline_data = 256,
+	};
+	struct side a2 = self->a, b2 = self->b;
+	struct racer r = { .b = &self->b };
+	uint8_t *want[2];
+	pthread_t t;
+	uint32_t i, k, len = 6144, ok = 0, refused = 0;
+	int l, st, n;
+
+	/* a second RC pair: b's control QP must stay usable */
+	a2.cq = ibv_create_cq(self->a.ctx, 16, NULL, NULL, 0);
+	b2.cq = ibv_create_cq(self->b.ctx, 16, NULL, NULL, 0);
+	ASSERT_NE(NULL, a2.cq);
+	ASSERT_NE(NULL, b2.cq);
+	a2.qp = remu_create_qp(a2.pd, a2.cq, IBV_QPT_RC, &cap);
+	b2.qp = remu_create_qp_ex(b2.pd, b2.cq, IBV_QPT_RC, &cap);
+	ASSERT_NE(NULL, a2.qp);
+	ASSERT_NE(NULL, b2.qp);
+	ASSERT_EQ(0, qp_connect(&a2, &b2));
+	ASSERT_EQ(0, qp_connect(&b2, &a2));
+
+	r.qp = b2.qp;
+	r.cq = b2.cq;
+	r.mk = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, r.mk);
+	n = four_pieces(&self->b, r.lay[0]);
+	for (i = 0; i < 4; i++) {
+		r.lay[1][i] = r.lay[0][3 - i];
+		r.lay[1][i].addr += RACE_SHIFT;
+	}
+	/* the value each byte of b's buffer may hold, per layout */
+	for (l = 0; l < 2; l++) {
+		want[l] = malloc(BUF_SIZE);
+		ASSERT_NE(NULL, want[l]);
+		memset(want[l], GUARD, BUF_SIZE);
+		model_list(self->m, &self->b, r.lay[l], n);
+		for (k = 0; k < self->m->len; k++)
+			want[l][self->m->map[k]] = race_byte(k);
+	}
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, r.mk, RIGHTS, n,
+					   r.lay[0]));
+
+	ASSERT_EQ(0, pthread_create(&t, NULL, reconfigure, &r));
+	for (i = 0; i < 800 && !r.err; i++) {
+		k = (i * 3119) % (self->m->len - len);
+		if (i & 1) {
+			for (n = 0; n < (int)len; n++)
+				self->a.buf[n] = race_byte(k + n);
+			st = rdma(&self->a, IBV_WR_RDMA_WRITE, r.mk->rkey, k,
+				  len, 0);
+		} else {
+			st = rdma(&self->a, IBV_WR_RDMA_READ, r.mk->rkey, k,
+				  len, len);
+			for (n = 0; st == IBV_WC_SUCCESS && n < (int)len; n++)
+				if (self->a.buf[len + n] != GUARD &&
+				    self->a.buf[len + n] != race_byte(k + n))
+					st = -2;
+		}
+		if (st == IBV_WC_SUCCESS) {
+			ok++;
+			continue;
+		}
+		ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, st);
+		refused++;
+		ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	}
+	pthread_join(t, NULL);
+	EXPECT_EQ(0, r.err);
+	for (i = 0; i < BUF_SIZE; i++) {
+		uint8_t v = self->b.buf[i];
+
+		if (v != GUARD && v != want[0][i] && v != want[1][i]) {
+			EXPECT_EQ(want[0][i], v);
+			TH_LOG("byte %u of b's buffer", i);
+			break;
+		}
+	}
+	TH_LOG("%u accesses done, %u refused", ok, refused);
+	EXPECT_LT(0, ok);
+	free(want[0]);
+	free(want[1]);
+	EXPECT_EQ(0, remudv_destroy_mkey(r.mk));
+	ibv_destroy_qp(a2.qp);
+	ibv_destroy_qp(b2.qp);
+	ibv_destroy_cq(a2.cq);
+	ibv_destroy_cq(b2.cq);
 }
 
 TEST_HARNESS_MAIN
