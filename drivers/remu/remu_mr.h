@@ -42,8 +42,9 @@
  * Backings.  An MR's memory is reached through its backing (enum
  * remu_mr_kind): kernel memory (get_dma_mr), pinned user memory (ib_umem),
  * a fast-registration page list (alloc_mr + map_mr_sg + REG_MR), on-demand
- * paging (remu_odp.c), device memory (remu_dm.c) and dma-buf
- * (remu_dmabuf.c).  Each backing provides
+ * paging (remu_odp.c), device memory (remu_dm.c), dma-buf
+ * (remu_dmabuf.c) and indirect keys made of pieces of other keys
+ * (remu_mkey.c, which the map loop and remu_mr_check() call directly).  Each backing provides
  * struct remu_mr_backing_ops; the copy loops only ever see segments
  * (struct remu_mr_seg): a page + offset or a kernel address, and a length
  * that is contiguous there.  A backing's ->map() may answer -EAGAIN: "the
