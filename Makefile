@@ -22,6 +22,8 @@ KDIR ?= $(if $(KVER),/usr/src/linux-headers-$(KVER))
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 PROVIDER_LIBDIR ?= /usr/lib/$(MULTIARCH)/libibverbs
 DRIVER_CONF_DIR ?= /etc/libibverbs.d
+# remudv.h, libremu's direct verbs, beside libibverbs' own headers
+VERBS_INCLUDEDIR ?= /usr/include/infiniband
 INSTALL_MOD_DIR ?= updates
 
 .PHONY: all module provider selftests tools check check-debug debug-kernel demo setup install \
@@ -83,6 +85,8 @@ install-provider:
 		$(DESTDIR)$(PROVIDER_LIBDIR)/libremu-rdmav34.so
 	install -d $(DESTDIR)$(DRIVER_CONF_DIR)
 	echo "driver remu" > $(DESTDIR)$(DRIVER_CONF_DIR)/remu.driver
+	install -D -m 0644 userspace-provider/remu/remudv.h \
+		$(DESTDIR)$(VERBS_INCLUDEDIR)/remudv.h
 
 clean:
 	if [ -n "$(KDIR)" ] && [ -d "$(KDIR)" ]; then \

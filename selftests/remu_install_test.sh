@@ -43,7 +43,8 @@ trap cleanup EXIT
 
 setup_overlays() {
 	cp /etc/libibverbs.d/remu.driver "$ovl/remu.driver" &&
-	overlay "/lib/modules/$ver" && overlay "$libdir"
+	overlay "/lib/modules/$ver" && overlay "$libdir" &&
+	overlay /usr/include/infiniband
 }
 ktap_check "install: writable overlays over the system directories" setup_overlays
 
@@ -54,7 +55,9 @@ install() {
 	make -C "$repo" KVER="$ver" install || return 1
 	modinfo -n remu | grep -q "/lib/modules/$ver/updates/" || return 1
 	[ -f "$libdir/libremu-rdmav34.so" ] &&
-		grep -qx "driver remu" /etc/libibverbs.d/remu.driver
+		grep -qx "driver remu" /etc/libibverbs.d/remu.driver &&
+		cmp -s "$repo/userspace-provider/remu/remudv.h" \
+			/usr/include/infiniband/remudv.h
 }
 ktap_check "install: make install puts the module and the provider in place" install
 
