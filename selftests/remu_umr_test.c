@@ -22,8 +22,9 @@
  * entry's MR lacks, configuring a key that is still valid; LOCAL_INV and
  * SEND_WITH_INV (with and without REMOTE_INVALIDATE) then
  * reconfiguration; an underlying MR deregistered under the key; entries
- * over an ODP MR (faulted in through the key) and a device-memory MR; and
- * the object counts coming back.
+ * over an ODP MR (faulted in through the key) and a device-memory MR;
+ * a peer's WRITEs and READs racing LOCAL_INV + UMR of the key; the
+ * object counts coming back; and EOPNOTSUPP on an rxe device's objects.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -933,6 +934,56 @@ TEST_F(umr, race_reconfigure)
 	ibv_destroy_qp(b2.qp);
 	ibv_destroy_cq(a2.cq);
 	ibv_destroy_cq(b2.cq);
+}
+
+/*
+ * Objects of another provider (upstream rxe, on v0 for this test only):
+ * remudv_is_supported() says no, the calls fail with EOPNOTSUPP.
+ */
+TEST(not_remu)
+{
+	struct ibv_qp_cap cap = { .max_send_wr = 4, .max_recv_wr = 4,
+				  .max_send_sge = 1, .max_recv_sge = 1 };
+	struct remudv_mkey_init_attr ia = {
+		.create_flags = REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT,
+		.max_entries = 2,
+	};
+	struct ibv_device **list;
+	struct ibv_context *ctx;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	int n, i, rxe = -1;
+
+	if (remu_sh("modprobe rdma_rxe 2>/dev/null && "
+		    "rdma link add umrrxe0 type rxe netdev v0 2>/dev/null"))
+		SKIP(return, "no rxe device can be made here");
+	list = ibv_get_device_list(&n);
+	ASSERT_NE(NULL, list);
+	for (i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), "umrrxe0"))
+			rxe = i;
+	ctx = rxe >= 0 ? ibv_open_device(list[rxe]) : NULL;
+	if (rxe >= 0)
+		EXPECT_FALSE(remudv_is_supported(list[rxe]));
+	ibv_free_device_list(list);
+	if (!ctx) {
+		remu_sh("rdma link delete umrrxe0");
+		SKIP(return, "rxe's provider is not loaded in this run");
+	}
+	ia.pd = ibv_alloc_pd(ctx);
+	ASSERT_NE(NULL, ia.pd);
+	errno = 0;
+	EXPECT_EQ(NULL, remudv_create_mkey(&ia));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	cq = ibv_create_cq(ctx, 8, NULL, NULL, 0);
+	ASSERT_NE(NULL, cq);
+	qp = remu_create_qp_ex(ia.pd, cq, IBV_QPT_RC, &cap);
+	ASSERT_NE(NULL, qp);
+	errno = 0;
+	EXPECT_EQ(NULL, remudv_qp_ex_from_ibv_qp_ex(ibv_qp_to_qp_ex(qp)));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	remu_close_objs(qp, NULL, NULL, cq, ia.pd, ctx);
+	EXPECT_EQ(0, remu_sh("rdma link delete umrrxe0"));
 }
 
 TEST_HARNESS_MAIN
