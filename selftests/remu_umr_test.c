@@ -937,9 +937,13 @@ TEST_F(umr, race_reconfigure)
 }
 
 /*
- * Objects of another provider (upstream rxe, on v0 for this test only):
+ * Objects of another provider (upstream rxe, on a veth of its own made
+ * for this test only; v0 has remu0):
  * remudv_is_supported() says no, the calls fail with EOPNOTSUPP.
  */
+#define RXE_GONE	"rdma link delete umrrxe0 2>/dev/null; " \
+			"ip link del umrv0 2>/dev/null; modprobe -r rdma_rxe"
+
 TEST(not_remu)
 {
 	struct ibv_qp_cap cap = { .max_send_wr = 4, .max_recv_wr = 4,
@@ -955,8 +959,12 @@ TEST(not_remu)
 	int n, i, rxe = -1;
 
 	if (remu_sh("modprobe rdma_rxe 2>/dev/null && "
-		    "rdma link add umrrxe0 type rxe netdev v0 2>/dev/null"))
+		    "ip link add umrv0 type veth peer name umrv1 && "
+		    "ip link set umrv0 up && ip link set umrv1 up && "
+		    "rdma link add umrrxe0 type rxe netdev umrv0")) {
+		remu_sh(RXE_GONE);
 		SKIP(return, "no rxe device can be made here");
+	}
 	list = ibv_get_device_list(&n);
 	ASSERT_NE(NULL, list);
 	for (i = 0; i < n; i++)
@@ -967,7 +975,7 @@ TEST(not_remu)
 		EXPECT_FALSE(remudv_is_supported(list[rxe]));
 	ibv_free_device_list(list);
 	if (!ctx) {
-		remu_sh("rdma link delete umrrxe0");
+		remu_sh(RXE_GONE);
 		SKIP(return, "rxe's provider is not loaded in this run");
 	}
 	ia.pd = ibv_alloc_pd(ctx);
@@ -983,7 +991,7 @@ TEST(not_remu)
 	EXPECT_EQ(NULL, remudv_qp_ex_from_ibv_qp_ex(ibv_qp_to_qp_ex(qp)));
 	EXPECT_EQ(EOPNOTSUPP, errno);
 	remu_close_objs(qp, NULL, NULL, cq, ia.pd, ctx);
-	EXPECT_EQ(0, remu_sh("rdma link delete umrrxe0"));
+	EXPECT_EQ(0, remu_sh(RXE_GONE));
 }
 
 TEST_HARNESS_MAIN
