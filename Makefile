@@ -15,10 +15,16 @@
 #   make install    install the module and the provider on this machine
 #
 # KVER/KDIR pick the kernel: by default the one rule in scripts/kver
-# (newest installed Debian 6.12 amd64 kernel with headers).
+# (newest installed Debian 6.12 amd64 kernel with headers).  Other kernels
+# (docs/portability.md): make setup KVER=6.1 (or 7.3), then make KVER=6.1,
+# make check KVER=6.1.
 
-KVER ?= $(shell $(CURDIR)/scripts/kver 2>/dev/null)
-KDIR ?= $(if $(KVER),/usr/src/linux-headers-$(KVER))
+# KVER may be a series (6.1, 6.12, 7.3: its newest release here) or a
+# release; scripts/kver finds its kbuild tree, also one that
+# scripts/backports-kernel built outside the checkout (7.3).
+KVER_WANTED := $(KVER)
+override KVER := $(shell $(CURDIR)/scripts/kver $(KVER) 2>/dev/null)
+KDIR ?= $(if $(KVER),$(shell $(CURDIR)/scripts/kver --kdir $(KVER) 2>/dev/null))
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 PROVIDER_LIBDIR ?= /usr/lib/$(MULTIARCH)/libibverbs
 DRIVER_CONF_DIR ?= /etc/libibverbs.d
@@ -49,11 +55,11 @@ tools:
 	$(MAKE) -C tools
 
 setup:
-	scripts/setup
+	scripts/setup $(if $(KVER_WANTED),--kernel $(KVER_WANTED))
 
 check: setup
 	$(MAKE) all
-	scripts/check
+	scripts/check $(if $(KVER_WANTED),--kernel $(KVER))
 
 check-debug: setup
 	$(MAKE) all

@@ -49,7 +49,7 @@
 
 #include "remu.h"
 
-MODULE_IMPORT_NS(DMA_BUF);
+REMU_IMPORT_NS(DMA_BUF);
 
 /**
  * struct remu_dmabuf - the dma-buf behind one MR

@@ -43,7 +43,6 @@
 #include <linux/ipv6.h>
 #include <linux/seq_file.h>
 #include <linux/udp.h>
-#include <linux/unaligned.h>
 #include <net/addrconf.h>
 #include <net/ip.h>
 #include <net/ip6_route.h>

@@ -298,6 +298,10 @@ static const struct attribute_group remu_attr_group = {
 	.attrs = remu_dev_attrs,
 };
 
+/* udata wrappers for kernels before 6.11 (remu_compat.h) */
+REMU_DEFINE_CREATE_CQ(remu_create_cq)
+REMU_DEFINE_REG_DMABUF(remu_reg_user_mr_dmabuf)
+
 const struct ib_device_ops remu_dev_ops = {
 	.owner = THIS_MODULE,
 	.driver_id = RDMA_DRIVER_UNKNOWN,
@@ -312,7 +316,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.alloc_ucontext = remu_alloc_ucontext,
 	.attach_mcast = remu_attach_mcast,
 	.create_ah = remu_create_ah,
-	.create_cq = remu_create_cq,
+	.create_cq = REMU_OP_CREATE_CQ(remu_create_cq),
 	.create_qp = remu_create_qp,
 	.create_srq = remu_create_srq,
 	.create_user_ah = remu_create_ah,
@@ -352,7 +356,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.query_srq = remu_query_srq,
 	.reg_dm_mr = remu_reg_dm_mr,
 	.reg_user_mr = remu_reg_user_mr,
-	.reg_user_mr_dmabuf = remu_reg_user_mr_dmabuf,
+	.reg_user_mr_dmabuf = REMU_OP_REG_DMABUF(remu_reg_user_mr_dmabuf),
 	.req_notify_cq = remu_req_notify_cq,
 	.rereg_user_mr = remu_rereg_user_mr,
 	.resize_cq = remu_resize_cq,
