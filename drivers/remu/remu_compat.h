@@ -94,9 +94,22 @@ static int fn##_udata(struct ib_cq *ibcq,				\
 }
 #endif
 
-#ifdef REMU_HAVE_REG_DMABUF_ATTRS
+#if defined(REMU_HAVE_REG_DMABUF_ATTRS)
 #define REMU_OP_REG_DMABUF(fn)		fn
 #define REMU_DEFINE_REG_DMABUF(fn)
+#elif defined(REMU_HAVE_REG_USER_MR_DMAH)
+/* 7.x: and a DMA handle (TPH steering tags), which remu does not offer */
+#define REMU_OP_REG_DMABUF(fn)		fn##_dmah
+#define REMU_DEFINE_REG_DMABUF(fn)					\
+static struct ib_mr *fn##_dmah(struct ib_pd *ibpd, u64 offset,		\
+			       u64 length, u64 iova, int fd,		\
+			       int access, struct ib_dmah *dmah,	\
+			       struct uverbs_attr_bundle *attrs)	\
+{									\
+	if (dmah)							\
+		return ERR_PTR(-EOPNOTSUPP);				\
+	return fn(ibpd, offset, length, iova, fd, access, attrs);	\
+}
 #else
 #define REMU_OP_REG_DMABUF(fn)		fn##_udata
 #define REMU_DEFINE_REG_DMABUF(fn)					\
@@ -107,6 +120,146 @@ static struct ib_mr *fn##_udata(struct ib_pd *ibpd, u64 offset,	\
 	return fn(ibpd, offset, length, iova, fd, access,		\
 		  remu_udata_to_attrs(udata));				\
 }
+#endif
+
+/* ib_device_ops.reg_user_mr: a DMA handle since 7.x (refused, as above) */
+#ifdef REMU_HAVE_REG_USER_MR_DMAH
+#define REMU_OP_REG_USER_MR(fn)		fn##_dmah
+#define REMU_DEFINE_REG_USER_MR(fn)					\
+static struct ib_mr *fn##_dmah(struct ib_pd *ibpd, u64 start,		\
+			       u64 length, u64 iova, int access,	\
+			       struct ib_dmah *dmah,			\
+			       struct ib_udata *udata)			\
+{									\
+	if (dmah)							\
+		return ERR_PTR(-EOPNOTSUPP);				\
+	return fn(ibpd, start, length, iova, access, udata);		\
+}
+#else
+#define REMU_OP_REG_USER_MR(fn)		fn
+#define REMU_DEFINE_REG_USER_MR(fn)
+#endif
+
+/*
+ * ib_device_ops.resize_cq became .resize_user_cq in 7.x (user CQs only,
+ * an unsigned size): REMU_RESIZE_CQ names the member.
+ */
+#ifdef REMU_HAVE_RESIZE_USER_CQ
+#define REMU_RESIZE_CQ			resize_user_cq
+#define REMU_OP_RESIZE_CQ(fn)		fn##_user
+#define REMU_DEFINE_RESIZE_CQ(fn)					\
+static int fn##_user(struct ib_cq *ibcq, unsigned int cqe,		\
+		     struct ib_udata *udata)				\
+{									\
+	if (cqe > INT_MAX)						\
+		return -EINVAL;						\
+	return fn(ibcq, cqe, udata);					\
+}
+#else
+#define REMU_RESIZE_CQ			resize_cq
+#define REMU_OP_RESIZE_CQ(fn)		fn
+#define REMU_DEFINE_RESIZE_CQ(fn)
+#endif
+
+/* ib_umem_get() is ib_umem_get_va() in 7.x */
+#ifndef REMU_HAVE_IB_UMEM_GET
+#define ib_umem_get ib_umem_get_va
+#endif
+
+/*
+ * ib_device_get_by_name() is kept to ib_core in 7.x (device names are per
+ * network namespace there): remu_compat.c looks among remu's own devices,
+ * which is what remu's callers need (newlink refuses a name a remu device
+ * has; another driver's device of that name makes ib_register_device()
+ * fail instead).
+ */
+#ifndef REMU_HAVE_IB_DEVICE_GET_BY_NAME
+struct ib_device *remu_compat_get_by_name(const char *name,
+					  enum rdma_driver_id driver_id);
+#define ib_device_get_by_name remu_compat_get_by_name
+#endif
+
+/* timers: del_timer() is timer_delete() since 6.16, from_timer() is
+ * timer_container_of() */
+#ifndef REMU_HAVE_DEL_TIMER
+#define del_timer timer_delete
+#endif
+#ifndef from_timer
+#define from_timer timer_container_of
+#endif
+
+/* zap_vma_ptes() is zap_vma_range() in 7.x */
+#ifndef REMU_HAVE_ZAP_VMA_PTES
+#define zap_vma_ptes zap_vma_range
+#endif
+
+/* the UDP tunnel helpers take the socket's struct sock in 7.x */
+#ifdef REMU_HAVE_UDP_TUNNEL_SOCKET
+#define REMU_UDP_TUNNEL_SK(sock)	(sock)
+#else
+#define REMU_UDP_TUNNEL_SK(sock)	((sock)->sk)
+#endif
+
+/*
+ * struct flowi4's TOS became a DSCP (7.x): REMU_FLOWI4_TOS(tclass) is the
+ * designated initializer of either.
+ */
+#ifdef flowi4_tos
+#define REMU_FLOWI4_TOS(tclass)	.flowi4_tos = (tclass) & IPTOS_TOS_MASK
+#else
+#include <net/inet_dscp.h>
+#define REMU_FLOWI4_TOS(tclass)	.flowi4_dscp = inet_dsfield_to_dscp(tclass)
+#endif
+
+/*
+ * ODP page state.  Before 6.16 struct ib_umem_odp has dma_list (one entry
+ * per device page, with ODP_READ/WRITE_ALLOWED_BIT) and pfn_list (HMM pfns
+ * per PAGE_SIZE); since then only map.pfn_list, whose HMM_PFN_VALID and
+ * HMM_PFN_WRITE bits say what the device may do.  REMU_ODP_READ/WRITE are
+ * the access_mask bits of ib_umem_odp_map_dma_and_lock(), and what
+ * remu_odp_access() answers for a page mapped for reading or writing.
+ */
+#ifdef CONFIG_INFINIBAND_ON_DEMAND_PAGING
+#include <linux/hmm.h>
+#include <rdma/ib_umem_odp.h>
+#ifdef REMU_HAVE_ODP_DMA_LIST
+#define REMU_ODP_READ	ODP_READ_ALLOWED_BIT
+#define REMU_ODP_WRITE	ODP_WRITE_ALLOWED_BIT
+#define remu_odp_pfns(odp)	((odp)->pfn_list)
+static inline u64 remu_odp_access(struct ib_umem_odp *odp, unsigned long va)
+{
+	return odp->dma_list[(va - ib_umem_start(odp)) >> odp->page_shift] &
+	       (ODP_READ_ALLOWED_BIT | ODP_WRITE_ALLOWED_BIT);
+}
+#else
+#define REMU_ODP_READ	HMM_PFN_VALID
+#define REMU_ODP_WRITE	(HMM_PFN_VALID | HMM_PFN_WRITE)
+#define remu_odp_pfns(odp)	((odp)->map.pfn_list)
+static inline u64 remu_odp_access(struct ib_umem_odp *odp, unsigned long va)
+{
+	return odp->map.pfn_list[(va - ib_umem_start(odp)) >> PAGE_SHIFT] &
+	       (HMM_PFN_VALID | HMM_PFN_WRITE);
+}
+#endif
+/* the struct page of the PAGE_SIZE page of @odp holding @va */
+static inline struct page *remu_odp_page(struct ib_umem_odp *odp,
+					 unsigned long va)
+{
+	return hmm_pfn_to_page(remu_odp_pfns(odp)[(va - ib_umem_start(odp)) >>
+						  PAGE_SHIFT]);
+}
+#endif
+
+/*
+ * dma_buf_attach_ops.move_notify is .invalidate_mappings since 7.2, and
+ * an exporter calls dma_buf_invalidate_mappings() for
+ * dma_buf_move_notify(): REMU_DMABUF_MOVE_NOTIFY names the member.
+ */
+#ifdef REMU_HAVE_DMABUF_MOVE_NOTIFY
+#define REMU_DMABUF_MOVE_NOTIFY		move_notify
+#else
+#define REMU_DMABUF_MOVE_NOTIFY		invalidate_mappings
+#define dma_buf_move_notify		dma_buf_invalidate_mappings
 #endif
 
 /*

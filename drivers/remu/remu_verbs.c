@@ -301,6 +301,8 @@ static const struct attribute_group remu_attr_group = {
 /* udata wrappers for kernels before 6.11 (remu_compat.h) */
 REMU_DEFINE_CREATE_CQ(remu_create_cq)
 REMU_DEFINE_REG_DMABUF(remu_reg_user_mr_dmabuf)
+REMU_DEFINE_REG_USER_MR(remu_reg_user_mr)
+REMU_DEFINE_RESIZE_CQ(remu_resize_cq)
 
 const struct ib_device_ops remu_dev_ops = {
 	.owner = THIS_MODULE,
@@ -355,11 +357,11 @@ const struct ib_device_ops remu_dev_ops = {
 	.query_qp = remu_query_qp,
 	.query_srq = remu_query_srq,
 	.reg_dm_mr = remu_reg_dm_mr,
-	.reg_user_mr = remu_reg_user_mr,
+	.reg_user_mr = REMU_OP_REG_USER_MR(remu_reg_user_mr),
 	.reg_user_mr_dmabuf = REMU_OP_REG_DMABUF(remu_reg_user_mr_dmabuf),
 	.req_notify_cq = remu_req_notify_cq,
 	.rereg_user_mr = remu_rereg_user_mr,
-	.resize_cq = remu_resize_cq,
+	.REMU_RESIZE_CQ = REMU_OP_RESIZE_CQ(remu_resize_cq),
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, remu_ah, ib_ah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, remu_cq, ib_cq),
