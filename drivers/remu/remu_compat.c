@@ -8,6 +8,27 @@
  */
 #include "remu.h"
 
+/*
+ * /sys/class/infiniband/<dev>/absent: what this build of remu cannot offer
+ * on the kernel it was built for, one "feature: reason" line each (empty
+ * when nothing is missing).  docs/portability.md lists the same; tests
+ * that need a feature listed here skip with the reason.
+ */
+static ssize_t absent_show(struct device *device,
+			   struct device_attribute *attr, char *buf)
+{
+	int len = 0;
+
+	if (!REMU_HAVE_IBA15) {
+		len += sysfs_emit_at(buf, len,
+				     "flush: this kernel's ib_core has no IBA 1.5 FLUSH (6.2 and later)\n");
+		len += sysfs_emit_at(buf, len,
+				     "atomic_write: this kernel's ib_core has no IBA 1.5 ATOMIC_WRITE (6.2 and later)\n");
+	}
+	return len;
+}
+DEVICE_ATTR_RO(absent);
+
 #ifndef REMU_HAVE_IB_DEVICE_GET_NETDEV
 /*
  * ib_device_get_netdev() for kernels that keep it to ib_core (before

@@ -262,6 +262,9 @@ static inline struct page *remu_odp_page(struct ib_umem_odp *odp,
 #define dma_buf_move_notify		dma_buf_invalidate_mappings
 #endif
 
+/* the device's sysfs "absent" file (remu_compat.c) */
+extern struct device_attribute dev_attr_absent;
+
 /*
  * ib_device_get_netdev() is exported since 6.10; before, remu_compat.c
  * gives the netdev remu holds a reference on from newlink to

@@ -287,6 +287,7 @@ static DEVICE_ATTR_RO(parent);
 static struct attribute *remu_dev_attrs[] = {
 	&dev_attr_hca_type.attr,
 	&dev_attr_parent.attr,
+	&dev_attr_absent.attr,		/* what this kernel lacks (remu_compat.c) */
 	&dev_attr_dm_size.attr,		/* device memory pool (remu_dm.c) */
 	&dev_attr_dm_in_use.attr,
 	&dev_attr_dm_allocs.attr,
