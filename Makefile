@@ -30,8 +30,12 @@ PROVIDER_LIBDIR ?= /usr/lib/$(MULTIARCH)/libibverbs
 DRIVER_CONF_DIR ?= /etc/libibverbs.d
 INSTALL_MOD_DIR ?= updates
 
+# DKMS (dkms.conf): the module's source in /usr/src/remu-VERSION
+DKMS_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(CURDIR)/dkms.conf)
+DKMS_SRC ?= $(DESTDIR)/usr/src/remu-$(DKMS_VERSION)
+
 .PHONY: all module provider selftests tools check check-debug debug-kernel demo setup install \
-	install-module install-provider clean need-kdir
+	install-module install-provider clean need-kdir dkms-src dkms-install
 
 all: module provider selftests tools
 
@@ -89,6 +93,22 @@ install-provider:
 		$(DESTDIR)$(PROVIDER_LIBDIR)/libremu-rdmav34.so
 	install -d $(DESTDIR)$(DRIVER_CONF_DIR)
 	echo "driver remu" > $(DESTDIR)$(DRIVER_CONF_DIR)/remu.driver
+
+# the files DKMS builds from: Kbuild, dkms.conf, the driver, its uapi
+# header and the compile probes
+dkms-src:
+	rm -rf $(DKMS_SRC)
+	install -d $(DKMS_SRC)/drivers/remu $(DKMS_SRC)/uapi/rdma $(DKMS_SRC)/scripts
+	install -m 0644 Kbuild dkms.conf LICENSE $(DKMS_SRC)/
+	install -m 0644 drivers/remu/*.[ch] $(DKMS_SRC)/drivers/remu/
+	install -m 0644 uapi/rdma/*.h $(DKMS_SRC)/uapi/rdma/
+	install -m 0755 scripts/compat-probe $(DKMS_SRC)/scripts/
+
+# add, build and install with DKMS for KVER (later kernels: DKMS's hooks)
+dkms-install: dkms-src
+	-dkms remove remu/$(DKMS_VERSION) --all >/dev/null 2>&1
+	dkms add remu/$(DKMS_VERSION)
+	dkms install remu/$(DKMS_VERSION) -k $(KVER)
 
 clean:
 	if [ -n "$(KDIR)" ] && [ -d "$(KDIR)" ]; then \
