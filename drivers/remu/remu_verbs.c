@@ -77,7 +77,8 @@ static int remu_query_device(struct ib_device *ibdev,
 			     struct ib_device_attr *attr,
 			     struct ib_udata *udata)
 {
-	if (udata->inlen || udata->outlen)
+	/* 7.x registers with no udata at all (6.x: an empty one) */
+	if (udata && (udata->inlen || udata->outlen))
 		return -EINVAL;
 	*attr = to_remu_dev(ibdev)->attr;
 	return 0;
