@@ -15,10 +15,16 @@
 #   make install    install the module and the provider on this machine
 #
 # KVER/KDIR pick the kernel: by default the one rule in scripts/kver
-# (newest installed Debian 6.12 amd64 kernel with headers).
+# (newest installed Debian 6.12 amd64 kernel with headers).  Other kernels
+# (docs/portability.md): make setup KVER=6.1 (or 7.3), then make KVER=6.1,
+# make check KVER=6.1.
 
-KVER ?= $(shell $(CURDIR)/scripts/kver 2>/dev/null)
-KDIR ?= $(if $(KVER),/usr/src/linux-headers-$(KVER))
+# KVER may be a series (6.1, 6.12, 7.3: its newest release here) or a
+# release; scripts/kver finds its kbuild tree, also one that
+# scripts/backports-kernel built outside the checkout (7.3).
+KVER_WANTED := $(KVER)
+override KVER := $(shell $(CURDIR)/scripts/kver $(KVER) 2>/dev/null)
+KDIR ?= $(if $(KVER),$(shell $(CURDIR)/scripts/kver --kdir $(KVER) 2>/dev/null))
 MULTIARCH := $(shell gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 PROVIDER_LIBDIR ?= /usr/lib/$(MULTIARCH)/libibverbs
 DRIVER_CONF_DIR ?= /etc/libibverbs.d
@@ -26,8 +32,12 @@ DRIVER_CONF_DIR ?= /etc/libibverbs.d
 VERBS_INCLUDEDIR ?= /usr/include/infiniband
 INSTALL_MOD_DIR ?= updates
 
+# DKMS (dkms.conf): the module's source in /usr/src/remu-VERSION
+DKMS_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(CURDIR)/dkms.conf)
+DKMS_SRC ?= $(DESTDIR)/usr/src/remu-$(DKMS_VERSION)
+
 .PHONY: all module provider selftests tools check check-debug debug-kernel demo setup install \
-	install-module install-provider clean need-kdir
+	install-module install-provider clean need-kdir dkms-src dkms-install
 
 all: module provider selftests tools
 
@@ -51,11 +61,11 @@ tools:
 	$(MAKE) -C tools
 
 setup:
-	scripts/setup
+	scripts/setup $(if $(KVER_WANTED),--kernel $(KVER_WANTED))
 
 check: setup
 	$(MAKE) all
-	scripts/check
+	scripts/check $(if $(KVER_WANTED),--kernel $(KVER))
 
 check-debug: setup
 	$(MAKE) all
@@ -87,6 +97,22 @@ install-provider:
 	echo "driver remu" > $(DESTDIR)$(DRIVER_CONF_DIR)/remu.driver
 	install -D -m 0644 userspace-provider/remu/remudv.h \
 		$(DESTDIR)$(VERBS_INCLUDEDIR)/remudv.h
+
+# the files DKMS builds from: Kbuild, dkms.conf, the driver, its uapi
+# header and the compile probes
+dkms-src:
+	rm -rf $(DKMS_SRC)
+	install -d $(DKMS_SRC)/drivers/remu $(DKMS_SRC)/uapi/rdma $(DKMS_SRC)/scripts
+	install -m 0644 Kbuild dkms.conf LICENSE $(DKMS_SRC)/
+	install -m 0644 drivers/remu/*.[ch] $(DKMS_SRC)/drivers/remu/
+	install -m 0644 uapi/rdma/*.h $(DKMS_SRC)/uapi/rdma/
+	install -m 0755 scripts/compat-probe $(DKMS_SRC)/scripts/
+
+# add, build and install with DKMS for KVER (later kernels: DKMS's hooks)
+dkms-install: dkms-src
+	-dkms remove remu/$(DKMS_VERSION) --all >/dev/null 2>&1
+	dkms add remu/$(DKMS_VERSION)
+	dkms install remu/$(DKMS_VERSION) -k $(KVER)
 
 clean:
 	if [ -n "$(KDIR)" ] && [ -d "$(KDIR)" ]; then \

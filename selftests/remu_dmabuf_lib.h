@@ -111,6 +111,20 @@ static inline int vgem_open(void)
 	return -1;
 }
 
+/*
+ * Why the running kernel has no exporter @e (its device node is missing:
+ * Debian's 6.1 builds neither udmabuf nor the dma-heaps), or NULL.
+ * docs/portability.md.
+ */
+static inline const char *dbuf_exporter_missing(enum exporter e)
+{
+	if (e == EXP_UDMABUF && access("/dev/udmabuf", F_OK))
+		return "this kernel has no udmabuf (/dev/udmabuf; CONFIG_UDMABUF off in Debian 6.1)";
+	if (e == EXP_HEAP && access("/dev/dma_heap/system", F_OK))
+		return "this kernel has no dma-heap system heap (/dev/dma_heap/system; CONFIG_DMABUF_HEAPS off in Debian 6.1)";
+	return NULL;
+}
+
 static inline int dbuf_create(struct dbuf *d, enum exporter e, size_t size)
 {
 	int mfd = -1;

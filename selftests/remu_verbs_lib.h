@@ -689,6 +689,34 @@ static inline long remu_cmp(const uint8_t *a, const uint8_t *b, size_t len)
 	return -1;
 }
 
+/*
+ * The reason device @dev gives for not offering @feature on this kernel
+ * (a "feature: reason" line of /sys/class/infiniband/DEV/absent, written
+ * into @why), or NULL when the device offers it.  docs/portability.md.
+ */
+static inline const char *remu_absent(const char *dev, const char *feature,
+				      char *why, size_t len)
+{
+	char path[256], line[256];
+	size_t n = strlen(feature);
+	const char *found = NULL;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/absent", dev);
+	f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, feature, n) || line[n] != ':')
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		snprintf(why, len, "%s", line);
+		found = why;
+	}
+	fclose(f);
+	return found;
+}
+
 /* The number at the start of the file @path (sysfs, procfs), or -1. */
 static inline long long remu_read_num(const char *path)
 {

@@ -49,7 +49,7 @@
 
 #include "remu.h"
 
-MODULE_IMPORT_NS(DMA_BUF);
+REMU_IMPORT_NS(DMA_BUF);
 
 /**
  * struct remu_dmabuf - the dma-buf behind one MR
@@ -126,7 +126,7 @@ static void remu_dmabuf_move_notify(struct dma_buf_attachment *attach)
 
 static const struct dma_buf_attach_ops remu_dmabuf_attach_ops = {
 	.allow_peer2peer = false,
-	.move_notify = remu_dmabuf_move_notify,
+	.REMU_DMABUF_MOVE_NOTIFY = remu_dmabuf_move_notify,
 };
 
 static int remu_dmabuf_map(struct remu_mr *mr, u64 off, u64 len, bool write,

@@ -35,7 +35,6 @@
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/udp.h>
-#include <linux/unaligned.h>
 #include <crypto/hash.h>
 
 #include "remu.h"

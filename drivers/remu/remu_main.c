@@ -39,6 +39,32 @@ static struct remu_dev *remu_find_by_netdev(struct net_device *ndev)
 	return NULL;
 }
 
+#ifndef REMU_HAVE_IB_DEVICE_GET_BY_NAME
+/*
+ * ib_device_get_by_name() for kernels that keep it to ib_core (7.x,
+ * remu_compat.h): the remu device called @name, with a reference the
+ * caller drops with ib_device_put(), or NULL.
+ */
+struct ib_device *remu_compat_get_by_name(const char *name,
+					  enum rdma_driver_id driver_id)
+{
+	struct ib_device *found = NULL;
+	struct remu_dev *rdev;
+
+	mutex_lock(&remu_dev_lock);
+	list_for_each_entry(rdev, &remu_dev_list, list) {
+		if (!strcmp(dev_name(&rdev->ib_dev.dev), name) &&
+		    ib_device_try_get(&rdev->ib_dev)) {
+			found = &rdev->ib_dev;
+			break;
+		}
+	}
+	mutex_unlock(&remu_dev_lock);
+	return found;
+}
+REMU_EXPORT_SYMBOL_NS_GPL(remu_compat_get_by_name, REMU_TEST);
+#endif
+
 /*
  * A name containing "rxe" or "siw" would be claimed by those providers'
  * name match in libibverbs before libremu sees the device.

@@ -303,14 +303,14 @@ struct remu_mr *remu_mr_lookup(struct remu_dev *rdev, u32 key,
 	rcu_read_unlock();
 	return mr;
 }
-EXPORT_SYMBOL_NS_GPL(remu_mr_lookup, REMU_TEST);
+REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_lookup, REMU_TEST);
 
 void remu_mr_put(struct remu_mr *mr)
 {
 	if (refcount_dec_and_test(&mr->refs))
 		complete(&mr->done);
 }
-EXPORT_SYMBOL_NS_GPL(remu_mr_put, REMU_TEST);
+REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_put, REMU_TEST);
 
 int remu_mr_check_depth(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
 			u64 len, unsigned int access, unsigned int depth)
@@ -332,7 +332,7 @@ int remu_mr_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova, u64 len,
 {
 	return remu_mr_check_depth(mr, pd, iova, len, access, 0);
 }
-EXPORT_SYMBOL_NS_GPL(remu_mr_check, REMU_TEST);
+REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_check, REMU_TEST);
 
 int remu_mr_copy(struct remu_mr *mr, u64 iova, void *buf, u64 len,
 		 enum remu_copy_dir dir)
@@ -340,7 +340,7 @@ int remu_mr_copy(struct remu_mr *mr, u64 iova, void *buf, u64 len,
 	return remu_mr_walk(mr, iova, len, dir == REMU_TO_MR, remu_seg_buf,
 			    buf);
 }
-EXPORT_SYMBOL_NS_GPL(remu_mr_copy, REMU_TEST);
+REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_copy, REMU_TEST);
 
 int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 		     int skb_off, u64 len, enum remu_copy_dir dir)
@@ -352,7 +352,7 @@ int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 	return remu_mr_walk(mr, iova, len, dir == REMU_TO_MR, remu_seg_skb,
 			    &pos);
 }
-EXPORT_SYMBOL_NS_GPL(remu_mr_copy_skb, REMU_TEST);
+REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_copy_skb, REMU_TEST);
 
 int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
 		   u64 a, u64 b, u64 *orig)
@@ -406,7 +406,7 @@ out:
 	remu_mr_unmap_seg(mr, &seg);
 	return err;
 }
-EXPORT_SYMBOL_NS_GPL(remu_mr_atomic, REMU_TEST);
+REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_atomic, REMU_TEST);
 
 static int remu_seg_wb_pmem(void *kaddr, unsigned int n, u64 done,
 			    bool write, void *arg)
@@ -466,7 +466,7 @@ int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
 	}
 	return len ? -EMSGSIZE : 0;
 }
-EXPORT_SYMBOL_NS_GPL(remu_sge_copy, REMU_TEST);
+REMU_EXPORT_SYMBOL_NS_GPL(remu_sge_copy, REMU_TEST);
 
 int remu_mr_user_va(struct remu_mr *mr, u64 iova, u64 *va)
 {
@@ -501,7 +501,7 @@ int remu_mr_fast_reg(struct remu_mr *mr, u32 key, unsigned int access,
 		return -EINVAL;
 	return 0;
 }
-EXPORT_SYMBOL_NS_GPL(remu_mr_fast_reg, REMU_TEST);
+REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_fast_reg, REMU_TEST);
 
 int remu_mr_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key)
 {
@@ -524,7 +524,7 @@ int remu_mr_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key)
 	rcu_read_unlock();
 	return err;
 }
-EXPORT_SYMBOL_NS_GPL(remu_mr_invalidate, REMU_TEST);
+REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_invalidate, REMU_TEST);
 
 struct remu_dev *remu_dev_of(struct ib_device *ibdev)
 {
@@ -532,7 +532,7 @@ struct remu_dev *remu_dev_of(struct ib_device *ibdev)
 		return NULL;
 	return to_remu_dev(ibdev);
 }
-EXPORT_SYMBOL_NS_GPL(remu_dev_of, REMU_TEST);
+REMU_EXPORT_SYMBOL_NS_GPL(remu_dev_of, REMU_TEST);
 
 /* ---- key table ---- */
 

@@ -43,7 +43,6 @@
 #include <linux/ipv6.h>
 #include <linux/seq_file.h>
 #include <linux/udp.h>
-#include <linux/unaligned.h>
 #include <net/addrconf.h>
 #include <net/ip.h>
 #include <net/ip6_route.h>
@@ -114,16 +113,16 @@ static struct socket *remu_sock_create(struct remu_ns *ns, bool ipv6)
 	err = udp_sock_create(ns->net, &cfg, &sock);
 	if (err)
 		return ERR_PTR(err);
-	setup_udp_tunnel_sock(ns->net, sock, &tcfg);
+	setup_udp_tunnel_sock(ns->net, REMU_UDP_TUNNEL_SK(sock), &tcfg);
 	return sock;
 }
 
 static void remu_ns_release_socks(struct remu_ns *ns)
 {
 	if (ns->sk4)
-		udp_tunnel_sock_release(ns->sk4);
+		udp_tunnel_sock_release(REMU_UDP_TUNNEL_SK(ns->sk4));
 	if (ns->sk6)
-		udp_tunnel_sock_release(ns->sk6);
+		udp_tunnel_sock_release(REMU_UDP_TUNNEL_SK(ns->sk6));
 	ns->sk4 = NULL;
 	ns->sk6 = NULL;
 }
@@ -352,7 +351,7 @@ static struct dst_entry *remu_route(struct net *net, struct net_device *ndev,
 		struct flowi4 fl4 = {
 			.flowi4_oif = ndev->ifindex,
 			.flowi4_proto = IPPROTO_UDP,
-			.flowi4_tos = av->tclass & IPTOS_TOS_MASK,
+			REMU_FLOWI4_TOS(av->tclass),
 			.saddr = av->saddr.s6_addr32[3],
 			.daddr = av->daddr.s6_addr32[3],
 		};

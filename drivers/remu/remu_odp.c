@@ -159,9 +159,9 @@ static const struct mmu_interval_notifier_ops remu_odp_mni_ops = {
 static int remu_odp_map(struct remu_mr *mr, u64 off, u64 len, bool write,
 			struct remu_mr_seg *seg)
 {
-	u64 need = write ? ODP_WRITE_ALLOWED_BIT : ODP_READ_ALLOWED_BIT;
+	u64 need = write ? REMU_ODP_WRITE : REMU_ODP_READ;
 	struct ib_umem_odp *odp;
-	unsigned long va, idx;
+	unsigned long va;
 
 	if (write && !mr->umem->writable)
 		return -EFAULT;
@@ -173,16 +173,13 @@ static int remu_odp_map(struct remu_mr *mr, u64 off, u64 len, bool write,
 		return -EAGAIN;
 	if (va < ib_umem_start(odp) || va >= ib_umem_end(odp))
 		return -EFAULT;
-	/* the device page (dma_list) and the PAGE_SIZE page (pfn_list) */
-	idx = (va - ib_umem_start(odp)) >> odp->page_shift;
-
+	/* the device page's rights and the PAGE_SIZE page (remu_compat.h) */
 	mutex_lock(&odp->umem_mutex);
-	if ((odp->dma_list[idx] & need) != need) {
+	if ((remu_odp_access(odp, va) & need) != need) {
 		mutex_unlock(&odp->umem_mutex);
 		return -EAGAIN;
 	}
-	idx = (va - ib_umem_start(odp)) >> PAGE_SHIFT;
-	seg->page = hmm_pfn_to_page(odp->pfn_list[idx]);
+	seg->page = remu_odp_page(odp, va);
 	seg->offset = offset_in_page(va);
 	seg->len = min_t(u64, len, PAGE_SIZE - seg->offset);
 	seg->priv = odp;
@@ -235,7 +232,9 @@ static int remu_odp_fault_range(struct remu_mr *mr, struct ib_umem_odp *odp,
 				     ib_umem_start(odp)) >> odp->page_shift;
 
 		for (ret = 0; i < end; i++)
-			ret += !!(odp->dma_list[i] & ODP_READ_ALLOWED_BIT);
+			ret += !!(remu_odp_access(odp, ib_umem_start(odp) +
+						  (i << odp->page_shift)) &
+				  REMU_ODP_READ);
 	}
 	mutex_unlock(&odp->umem_mutex);
 	return remu_odp_pages(odp, ret);
@@ -303,18 +302,18 @@ static s64 remu_odp_fault_piece(struct remu_mr *mr, u64 off, u64 len,
 	here = min_t(u64, len, REMU_ODP_FAULT_MAX - offset_in_page(va));
 	here = min_t(u64, here, ib_umem_end(odp) - va);
 	if (!fault) {
-		mask = ODP_READ_ALLOWED_BIT;
+		mask = REMU_ODP_READ;
 		if (mr->umem->writable)
-			mask |= ODP_WRITE_ALLOWED_BIT;
+			mask |= REMU_ODP_WRITE;
 		ret = remu_odp_fault_range(mr, odp, va, here, mask, false);
 		if (ret < 0)
 			return -EFAULT;
 		atomic64_add(ret, &mr->odp_stats.prefetch);
 		return here;
 	}
-	mask = ODP_READ_ALLOWED_BIT;
+	mask = REMU_ODP_READ;
 	if (write)
-		mask |= ODP_WRITE_ALLOWED_BIT;
+		mask |= REMU_ODP_WRITE;
 	ret = remu_odp_fault_range(mr, odp, va, here, mask, true);
 	/*
 	 * hmm_range_fault() fails the whole range if any page of it cannot

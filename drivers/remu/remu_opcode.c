@@ -119,11 +119,14 @@ static const struct {
 
 #undef ONLY
 
+/* IBA 1.5's two operations, where the kernel has them (remu_compat.h) */
+#define IBA15_OPS (REMU_HAVE_IBA15 ? \
+		   BIT(IB_OPCODE_FLUSH) | BIT(IB_OPCODE_ATOMIC_WRITE) : 0)
+
 /* the operations each transport defines (a bit per low-five-bit value) */
 #define RC_OPS	(GENMASK(IB_OPCODE_FETCH_ADD, 0) | \
 		 BIT(IB_OPCODE_SEND_LAST_WITH_INVALIDATE) | \
-		 BIT(IB_OPCODE_SEND_ONLY_WITH_INVALIDATE) | \
-		 BIT(IB_OPCODE_FLUSH) | BIT(IB_OPCODE_ATOMIC_WRITE))
+		 BIT(IB_OPCODE_SEND_ONLY_WITH_INVALIDATE) | IBA15_OPS)
 #define UC_OPS	GENMASK(IB_OPCODE_RDMA_WRITE_ONLY_WITH_IMMEDIATE, 0)
 #define RD_OPS	(GENMASK(IB_OPCODE_FETCH_ADD, 0) | BIT(IB_OPCODE_FLUSH))
 #define UD_OPS	(BIT(IB_OPCODE_SEND_ONLY) | \

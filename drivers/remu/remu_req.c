@@ -296,9 +296,11 @@ static bool remu_req_op_ok(struct remu_qp *qp, u32 op)
 	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
 	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
 	case IB_UVERBS_WR_SEND_WITH_INV:
+		return type == IB_QPT_RC;
 	case IB_UVERBS_WR_FLUSH:
 	case IB_UVERBS_WR_ATOMIC_WRITE:
-		return type == IB_QPT_RC;
+		/* IBA 1.5: not on kernels without it (remu_compat.h) */
+		return type == IB_QPT_RC && REMU_HAVE_IBA15;
 	case IB_WR_REG_MR:
 		/* kernel only: its parameters are in qp->eng.kreg */
 		return type != IB_QPT_UD && qp->eng.kreg;

@@ -77,7 +77,8 @@ static int remu_query_device(struct ib_device *ibdev,
 			     struct ib_device_attr *attr,
 			     struct ib_udata *udata)
 {
-	if (udata->inlen || udata->outlen)
+	/* 7.x registers with no udata at all (6.x: an empty one) */
+	if (udata && (udata->inlen || udata->outlen))
 		return -EINVAL;
 	*attr = to_remu_dev(ibdev)->attr;
 	return 0;
@@ -288,6 +289,7 @@ static DEVICE_ATTR_RO(parent);
 static struct attribute *remu_dev_attrs[] = {
 	&dev_attr_hca_type.attr,
 	&dev_attr_parent.attr,
+	&dev_attr_absent.attr,		/* what this kernel lacks (remu_compat.c) */
 	&dev_attr_dm_size.attr,		/* device memory pool (remu_dm.c) */
 	&dev_attr_dm_in_use.attr,
 	&dev_attr_dm_allocs.attr,
@@ -298,6 +300,12 @@ static struct attribute *remu_dev_attrs[] = {
 static const struct attribute_group remu_attr_group = {
 	.attrs = remu_dev_attrs,
 };
+
+/* udata wrappers for kernels before 6.11 (remu_compat.h) */
+REMU_DEFINE_CREATE_CQ(remu_create_cq)
+REMU_DEFINE_REG_DMABUF(remu_reg_user_mr_dmabuf)
+REMU_DEFINE_REG_USER_MR(remu_reg_user_mr)
+REMU_DEFINE_RESIZE_CQ(remu_resize_cq)
 
 const struct ib_device_ops remu_dev_ops = {
 	.owner = THIS_MODULE,
@@ -313,7 +321,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.alloc_ucontext = remu_alloc_ucontext,
 	.attach_mcast = remu_attach_mcast,
 	.create_ah = remu_create_ah,
-	.create_cq = remu_create_cq,
+	.create_cq = REMU_OP_CREATE_CQ(remu_create_cq),
 	.create_qp = remu_create_qp,
 	.create_srq = remu_create_srq,
 	.create_user_ah = remu_create_ah,
@@ -352,11 +360,11 @@ const struct ib_device_ops remu_dev_ops = {
 	.query_qp = remu_query_qp,
 	.query_srq = remu_query_srq,
 	.reg_dm_mr = remu_reg_dm_mr,
-	.reg_user_mr = remu_reg_user_mr,
-	.reg_user_mr_dmabuf = remu_reg_user_mr_dmabuf,
+	.reg_user_mr = REMU_OP_REG_USER_MR(remu_reg_user_mr),
+	.reg_user_mr_dmabuf = REMU_OP_REG_DMABUF(remu_reg_user_mr_dmabuf),
 	.req_notify_cq = remu_req_notify_cq,
 	.rereg_user_mr = remu_rereg_user_mr,
-	.resize_cq = remu_resize_cq,
+	.REMU_RESIZE_CQ = REMU_OP_RESIZE_CQ(remu_resize_cq),
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, remu_ah, ib_ah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, remu_cq, ib_cq),

@@ -50,7 +50,7 @@
 
 #include "remu_test_dmabuf.h"
 
-MODULE_IMPORT_NS(DMA_BUF);
+REMU_IMPORT_NS(DMA_BUF);
 
 /**
  * struct tdb_buf - one exported buffer

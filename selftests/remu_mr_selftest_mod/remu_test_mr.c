@@ -32,7 +32,7 @@
 #include "../../drivers/remu/remu.h"
 #include "remu_test_mr.h"
 
-MODULE_IMPORT_NS(REMU_TEST);
+REMU_IMPORT_NS(REMU_TEST);
 
 struct tmr_file {
 	struct mutex lock;

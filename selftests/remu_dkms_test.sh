@@ -1,0 +1,90 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# remu_dkms_test.sh - DKMS as a user would use it: `make dkms-install`
+# (source into /usr/src/remu-VER, dkms add, build, install for the running
+# kernel), then `rdma link add` loads the DKMS-built module by itself; and
+# a kernel update: DKMS's kernel postinst hook builds and installs remu
+# for another installed kernel with headers (6.1 from a 6.12 guest, or
+# the other way round).  The guest's system directories are read-only 9p
+# from the host, so tmpfs-backed overlays go over the ones DKMS writes.
+# Not in the default list of run_tests.sh: DKMS compiles the module in the
+# guest (twice), which takes minutes under TCG.  Run it with
+#     scripts/vm --timeout 2400 -- selftests/run_tests.sh remu_dkms_test.sh
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$here/ktap.sh"
+
+ktap_header 4
+
+ver=$(uname -r)
+pkgver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$repo/dkms.conf")
+ovl=$(mktemp -d /tmp/remu-dkms.XXXXXX)
+mounted=()
+# another kernel with headers: what a kernel update would install
+other=""
+for d in /lib/modules/*/build; do
+	k=${d#/lib/modules/}
+	k=${k%/build}
+	[ "$k" != "$ver" ] && [ -f "$d/Makefile" ] && other=$k
+done
+
+overlay() {	# overlay DIR: make DIR writable, changes kept in tmpfs
+	local d=$1 n=${#mounted[@]}
+	mkdir -p "$d" "$ovl/u$n" "$ovl/w$n"
+	mount -t overlay overlay \
+		-o "lowerdir=$d,upperdir=$ovl/u$n,workdir=$ovl/w$n" "$d" &&
+		mounted+=("$d")
+}
+
+cleanup() {
+	local i
+	for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
+		umount "${mounted[$i]}" 2>/dev/null
+	done
+	rm -rf "$ovl"
+}
+trap cleanup EXIT
+
+setup_overlays() {
+	overlay /usr/src && overlay /var/lib/dkms &&
+		overlay "/lib/modules/$ver" &&
+		{ [ -z "$other" ] || overlay "/lib/modules/$other"; }
+}
+ktap_check "dkms: writable overlays over the system directories" setup_overlays
+
+dkms_install() {
+	rdma link delete remu0 2>/dev/null
+	ip netns exec peer rdma link delete remu1 2>/dev/null
+	rmmod remu || return 1
+	make -C "$repo" KVER="$ver" dkms-install >"$ovl/dkms.log" 2>&1 ||
+		{ tail -n 20 "$ovl/dkms.log"; return 1; }
+	dkms status "remu/$pkgver" -k "$ver" | grep -q installed || return 1
+	modinfo -n remu | grep -q "/lib/modules/$ver/updates/dkms/"
+}
+ktap_check "dkms: make dkms-install builds and installs remu for $ver" dkms_install
+
+autoload() {
+	grep -q '^remu ' /proc/modules && { echo "remu still loaded"; return 1; }
+	rdma link add remu0 type remu netdev v0 || return 1
+	grep -q '^remu ' /proc/modules || return 1
+	modinfo -F vermagic "$(modinfo -n remu)" | grep -q "^$ver " || return 1
+	ip netns exec peer rdma link add remu1 type remu netdev v1
+}
+ktap_check "dkms: rdma link add loads the DKMS-built module by itself" autoload
+
+kernel_update() {
+	# what installing a kernel package runs: DKMS's postinst hook
+	/etc/kernel/postinst.d/dkms "$other" >"$ovl/hook.log" 2>&1 ||
+		{ tail -n 20 "$ovl/hook.log"; return 1; }
+	dkms status "remu/$pkgver" -k "$other" | grep -q installed || return 1
+	ls "/lib/modules/$other/updates/dkms/"remu.ko* >/dev/null
+}
+if [ -n "$other" ]; then
+	ktap_check "dkms: a kernel update ($other) rebuilds remu by DKMS's hook" kernel_update
+else
+	ktap_skip "dkms: a kernel update rebuilds remu" "no other kernel with headers installed"
+fi
+
+ktap_finished
