@@ -294,6 +294,73 @@ TEST_F(q, cq_resize_keeps_cqes)
 	EXPECT_EQ(0, ibv_destroy_cq(cq));
 }
 
+/*
+ * RESET and destroy take the QP's completions out of its CQ, as mlx5's
+ * provider does (rdma-core's test_mr_rereg_pd/_addr reset a QP after an
+ * error and expect its old flush completions gone); the other QPs'
+ * completions stay, in order.  Three RC QPs share one CQ: a's two flushed
+ * receives, b's one and c's two; b reset leaves a, a, c, c (a's move
+ * up over b's); a reset leaves c, c; a again (one receive) after them.
+ * Then a, c with c destroyed leaves a's.
+ */
+TEST_F(q, reset_takes_cqes_out)
+{
+	struct ibv_qp *a, *b, *c;
+	struct ibv_wc wc[8];
+
+	a = mkqp(self->pd, self->cq, self->cq, IBV_QPT_RC, 4, 4);
+	b = mkqp(self->pd, self->cq, self->cq, IBV_QPT_RC, 4, 4);
+	c = mkqp(self->pd, self->cq, self->cq, IBV_QPT_RC, 4, 4);
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, to_init(a));
+	ASSERT_EQ(0, to_init(b));
+	ASSERT_EQ(0, to_init(c));
+	ASSERT_EQ(0, post_recv(a, 10));
+	ASSERT_EQ(0, post_recv(a, 11));
+	ASSERT_EQ(0, post_recv(b, 20));
+	ASSERT_EQ(0, post_recv(c, 30));
+	ASSERT_EQ(0, post_recv(c, 31));
+	/* entering ERR flushes at once, in this order */
+	ASSERT_EQ(0, to_state(a, IBV_QPS_ERR));
+	ASSERT_EQ(0, to_state(b, IBV_QPS_ERR));
+	ASSERT_EQ(0, to_state(c, IBV_QPS_ERR));
+
+	ASSERT_EQ(0, to_state(b, IBV_QPS_RESET));
+	ASSERT_EQ(0, to_state(a, IBV_QPS_RESET));
+	ASSERT_EQ(0, to_init(a));
+	ASSERT_EQ(0, post_recv(a, 12));
+	ASSERT_EQ(0, to_state(a, IBV_QPS_ERR));
+	ASSERT_EQ(3, poll_n(self->cq, wc, 3));
+	EXPECT_EQ(30, wc[0].wr_id);
+	EXPECT_EQ(31, wc[1].wr_id);
+	EXPECT_EQ(12, wc[2].wr_id);
+	EXPECT_EQ(c->qp_num, wc[0].qp_num);
+	EXPECT_EQ(c->qp_num, wc[1].qp_num);
+	EXPECT_EQ(a->qp_num, wc[2].qp_num);
+	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc[2].status);
+	EXPECT_EQ(0, ibv_poll_cq(self->cq, 8, wc));
+
+	/* destroy: a, c; c destroyed leaves a */
+	ASSERT_EQ(0, to_state(a, IBV_QPS_RESET));
+	ASSERT_EQ(0, to_state(c, IBV_QPS_RESET));
+	ASSERT_EQ(0, to_init(a));
+	ASSERT_EQ(0, to_init(c));
+	ASSERT_EQ(0, post_recv(a, 13));
+	ASSERT_EQ(0, post_recv(c, 32));
+	ASSERT_EQ(0, to_state(a, IBV_QPS_ERR));
+	ASSERT_EQ(0, to_state(c, IBV_QPS_ERR));
+	EXPECT_EQ(0, ibv_destroy_qp(c));
+	ASSERT_EQ(1, poll_n(self->cq, wc, 1));
+	EXPECT_EQ(13, wc[0].wr_id);
+	EXPECT_EQ(a->qp_num, wc[0].qp_num);
+	usleep(100000);
+	EXPECT_EQ(0, ibv_poll_cq(self->cq, 8, wc));
+	EXPECT_EQ(0, ibv_destroy_qp(a));
+	EXPECT_EQ(0, ibv_destroy_qp(b));
+}
+
 /* Completion channel: an armed CQ raises one event on the next CQE. */
 TEST_F(q, cq_notify_channel)
 {
