@@ -295,6 +295,63 @@ TEST_F(q, cq_resize_keeps_cqes)
 }
 
 /*
+ * A resize right after posting counts what was posted: the WQEs
+ * doorbelled before it complete first (a NIC runs a command after them),
+ * so 33 UD SENDs posted as one chain leave 33 CQEs that a 32-slot ring
+ * cannot hold: EINVAL, as on mlx5 and rxe, and nothing lost.  Before,
+ * the resize could run before the send work and shrink the ring under
+ * the completions still to come (rdma-core's test_resize_cq).
+ */
+TEST_F(q, cq_resize_counts_posted)
+{
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+	struct ibv_send_wr wr[33], *bad;
+	struct ibv_sge sge;
+	struct ibv_wc wc[33];
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	static char buf[8];
+	int round, i;
+
+	aa.grh.dgid = self->gid4;
+	aa.grh.sgid_index = self->sgid4;
+	aa.grh.hop_limit = 64;
+	ah = ibv_create_ah(self->pd, &aa);
+	ASSERT_NE(NULL, ah);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)buf, .length = 8 };
+	for (round = 0; round < 20; round++) {
+		cq = ibv_create_cq(self->ctx, 64, NULL, NULL, 0);
+		ASSERT_NE(NULL, cq);
+		qp = mkqp(self->pd, cq, cq, IBV_QPT_UD, 64, 4);
+		ASSERT_NE(NULL, qp);
+		ASSERT_EQ(0, to_rts(qp, self->sgid4, &self->gid4));
+		for (i = 0; i < 33; i++) {
+			wr[i] = (struct ibv_send_wr){
+				.wr_id = 500 + i, .opcode = IBV_WR_SEND,
+				.sg_list = &sge, .num_sge = 1,
+				.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED,
+				.next = i < 32 ? &wr[i + 1] : NULL,
+			};
+			wr[i].wr.ud.ah = ah;
+			wr[i].wr.ud.remote_qpn = qp->qp_num;
+			wr[i].wr.ud.remote_qkey = 0x11111111;
+		}
+		ASSERT_EQ(0, ibv_post_send(qp, wr, &bad));
+		EXPECT_EQ(EINVAL, ibv_resize_cq(cq, 32)) TH_LOG("round %d", round);
+		ASSERT_EQ(33, poll_n(cq, wc, 33)) TH_LOG("round %d", round);
+		for (i = 0; i < 33; i++) {
+			EXPECT_EQ(500 + i, wc[i].wr_id);
+			EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+		}
+		EXPECT_EQ(0, ibv_poll_cq(cq, 1, wc));
+		EXPECT_EQ(0, ibv_destroy_qp(qp));
+		EXPECT_EQ(0, ibv_destroy_cq(cq));
+	}
+	EXPECT_EQ(0, ibv_destroy_ah(ah));
+}
+
+/*
  * RESET and destroy take the QP's completions out of its CQ, as mlx5's
  * provider does (rdma-core's test_mr_rereg_pd/_addr reset a QP after an
  * error and expect its old flush completions gone); the other QPs'
