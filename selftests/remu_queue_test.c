@@ -418,6 +418,96 @@ TEST_F(q, reset_takes_cqes_out)
 	EXPECT_EQ(0, ibv_destroy_qp(b));
 }
 
+/*
+ * A QP on an SRQ keeps its receive completions through RESET (unlike
+ * mlx5, which gives the SRQ WQE back: remu's kernel has consumed it, and
+ * only the consumer that polls the completion can post the buffer again);
+ * its send completions go.  A UD QP on an SRQ sends to itself: one send
+ * CQE in scq, one SRQ receive in rcq; each CQ's event says it arrived.
+ */
+TEST_F(q, reset_keeps_srq_recv_cqes)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(self->ctx);
+	struct ibv_srq_init_attr sia = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 4, .max_send_sge = 1 } };
+	struct ibv_recv_wr rwr = { .wr_id = 77, .num_sge = 1 }, *rbad;
+	static char sbuf[8] = "srq-cqe", rbuf[40 + 8];
+	struct ibv_sge sge = { .addr = (uintptr_t)sbuf, .length = 8 };
+	struct ibv_send_wr swr = {
+		.wr_id = 66, .opcode = IBV_WR_SEND, .sg_list = &sge,
+		.num_sge = 1, .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED,
+	}, *sbad;
+	struct ibv_cq *scq, *rcq, *ecq;
+	struct ibv_sge rsge;
+	struct ibv_srq *srq;
+	struct pollfd pfd;
+	struct ibv_wc wc[2];
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	struct ibv_mr *mr;
+	void *cqctx;
+	int i;
+
+	ASSERT_NE(NULL, ch);
+	scq = ibv_create_cq(self->ctx, 4, NULL, ch, 0);
+	rcq = ibv_create_cq(self->ctx, 4, NULL, ch, 0);
+	ASSERT_NE(NULL, scq);
+	ASSERT_NE(NULL, rcq);
+	srq = ibv_create_srq(self->pd, &sia);
+	ASSERT_NE(NULL, srq);
+	mr = ibv_reg_mr(self->pd, rbuf, sizeof(rbuf), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, mr);
+	rsge = (struct ibv_sge){ .addr = (uintptr_t)rbuf,
+				 .length = sizeof(rbuf), .lkey = mr->lkey };
+	rwr.sg_list = &rsge;
+	ASSERT_EQ(0, ibv_post_srq_recv(srq, &rwr, &rbad));
+	ia.send_cq = scq;
+	ia.recv_cq = rcq;
+	ia.srq = srq;
+	qp = ibv_create_qp(self->pd, &ia);
+	ASSERT_NE(NULL, qp);
+	ASSERT_EQ(0, to_rts(qp, self->sgid4, &self->gid4));
+	aa.grh.dgid = self->gid4;
+	aa.grh.sgid_index = self->sgid4;
+	aa.grh.hop_limit = 64;
+	ah = ibv_create_ah(self->pd, &aa);
+	ASSERT_NE(NULL, ah);
+
+	ASSERT_EQ(0, ibv_req_notify_cq(scq, 0));
+	ASSERT_EQ(0, ibv_req_notify_cq(rcq, 0));
+	swr.wr.ud.ah = ah;
+	swr.wr.ud.remote_qpn = qp->qp_num;
+	swr.wr.ud.remote_qkey = 0x11111111;
+	ASSERT_EQ(0, ibv_post_send(qp, &swr, &sbad));
+	pfd.fd = ch->fd;
+	pfd.events = POLLIN;
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(1, poll(&pfd, 1, 3000)) TH_LOG("event %d", i);
+		ASSERT_EQ(0, ibv_get_cq_event(ch, &ecq, &cqctx));
+		ibv_ack_cq_events(ecq, 1);
+	}
+
+	ASSERT_EQ(0, to_state(qp, IBV_QPS_RESET));
+	EXPECT_EQ(0, ibv_poll_cq(scq, 2, wc));
+	ASSERT_EQ(1, ibv_poll_cq(rcq, 2, wc));
+	EXPECT_EQ(77, wc[0].wr_id);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
+	EXPECT_EQ(IBV_WC_RECV, wc[0].opcode);
+	EXPECT_EQ(qp->qp_num, wc[0].qp_num);
+	EXPECT_EQ(40 + 8, wc[0].byte_len);
+	EXPECT_EQ(0, memcmp(rbuf + 40, "srq-cqe", 8));
+
+	EXPECT_EQ(0, ibv_destroy_ah(ah));
+	EXPECT_EQ(0, ibv_destroy_qp(qp));
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	EXPECT_EQ(0, ibv_destroy_srq(srq));
+	EXPECT_EQ(0, ibv_destroy_cq(scq));
+	EXPECT_EQ(0, ibv_destroy_cq(rcq));
+	EXPECT_EQ(0, ibv_destroy_comp_channel(ch));
+}
+
 /* Completion channel: an armed CQ raises one event on the next CQE. */
 TEST_F(q, cq_notify_channel)
 {
