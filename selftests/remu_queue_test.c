@@ -294,6 +294,220 @@ TEST_F(q, cq_resize_keeps_cqes)
 	EXPECT_EQ(0, ibv_destroy_cq(cq));
 }
 
+/*
+ * A resize right after posting counts what was posted: the WQEs
+ * doorbelled before it complete first (a NIC runs a command after them),
+ * so 33 UD SENDs posted as one chain leave 33 CQEs that a 32-slot ring
+ * cannot hold: EINVAL, as on mlx5 and rxe, and nothing lost.  Before,
+ * the resize could run before the send work and shrink the ring under
+ * the completions still to come (rdma-core's test_resize_cq).
+ */
+TEST_F(q, cq_resize_counts_posted)
+{
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+	struct ibv_send_wr wr[33], *bad;
+	struct ibv_sge sge;
+	struct ibv_wc wc[33];
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	static char buf[8];
+	int round, i;
+
+	aa.grh.dgid = self->gid4;
+	aa.grh.sgid_index = self->sgid4;
+	aa.grh.hop_limit = 64;
+	ah = ibv_create_ah(self->pd, &aa);
+	ASSERT_NE(NULL, ah);
+	sge = (struct ibv_sge){ .addr = (uintptr_t)buf, .length = 8 };
+	for (round = 0; round < 20; round++) {
+		cq = ibv_create_cq(self->ctx, 64, NULL, NULL, 0);
+		ASSERT_NE(NULL, cq);
+		qp = mkqp(self->pd, cq, cq, IBV_QPT_UD, 64, 4);
+		ASSERT_NE(NULL, qp);
+		ASSERT_EQ(0, to_rts(qp, self->sgid4, &self->gid4));
+		for (i = 0; i < 33; i++) {
+			wr[i] = (struct ibv_send_wr){
+				.wr_id = 500 + i, .opcode = IBV_WR_SEND,
+				.sg_list = &sge, .num_sge = 1,
+				.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED,
+				.next = i < 32 ? &wr[i + 1] : NULL,
+			};
+			wr[i].wr.ud.ah = ah;
+			wr[i].wr.ud.remote_qpn = qp->qp_num;
+			wr[i].wr.ud.remote_qkey = 0x11111111;
+		}
+		ASSERT_EQ(0, ibv_post_send(qp, wr, &bad));
+		EXPECT_EQ(EINVAL, ibv_resize_cq(cq, 32)) TH_LOG("round %d", round);
+		ASSERT_EQ(33, poll_n(cq, wc, 33)) TH_LOG("round %d", round);
+		for (i = 0; i < 33; i++) {
+			EXPECT_EQ(500 + i, wc[i].wr_id);
+			EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+		}
+		EXPECT_EQ(0, ibv_poll_cq(cq, 1, wc));
+		EXPECT_EQ(0, ibv_destroy_qp(qp));
+		EXPECT_EQ(0, ibv_destroy_cq(cq));
+	}
+	EXPECT_EQ(0, ibv_destroy_ah(ah));
+}
+
+/*
+ * RESET and destroy take the QP's completions out of its CQ, as mlx5's
+ * provider does (rdma-core's test_mr_rereg_pd/_addr reset a QP after an
+ * error and expect its old flush completions gone); the other QPs'
+ * completions stay, in order.  Three RC QPs share one CQ: a's two flushed
+ * receives, b's one and c's two; b reset leaves a, a, c, c (a's move
+ * up over b's); a reset leaves c, c; a again (one receive) after them.
+ * Then a, c with c destroyed leaves a's.
+ */
+TEST_F(q, reset_takes_cqes_out)
+{
+	struct ibv_qp *a, *b, *c;
+	struct ibv_wc wc[8];
+
+	a = mkqp(self->pd, self->cq, self->cq, IBV_QPT_RC, 4, 4);
+	b = mkqp(self->pd, self->cq, self->cq, IBV_QPT_RC, 4, 4);
+	c = mkqp(self->pd, self->cq, self->cq, IBV_QPT_RC, 4, 4);
+	ASSERT_NE(NULL, a);
+	ASSERT_NE(NULL, b);
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(0, to_init(a));
+	ASSERT_EQ(0, to_init(b));
+	ASSERT_EQ(0, to_init(c));
+	ASSERT_EQ(0, post_recv(a, 10));
+	ASSERT_EQ(0, post_recv(a, 11));
+	ASSERT_EQ(0, post_recv(b, 20));
+	ASSERT_EQ(0, post_recv(c, 30));
+	ASSERT_EQ(0, post_recv(c, 31));
+	/* entering ERR flushes at once, in this order */
+	ASSERT_EQ(0, to_state(a, IBV_QPS_ERR));
+	ASSERT_EQ(0, to_state(b, IBV_QPS_ERR));
+	ASSERT_EQ(0, to_state(c, IBV_QPS_ERR));
+
+	ASSERT_EQ(0, to_state(b, IBV_QPS_RESET));
+	ASSERT_EQ(0, to_state(a, IBV_QPS_RESET));
+	ASSERT_EQ(0, to_init(a));
+	ASSERT_EQ(0, post_recv(a, 12));
+	ASSERT_EQ(0, to_state(a, IBV_QPS_ERR));
+	ASSERT_EQ(3, poll_n(self->cq, wc, 3));
+	EXPECT_EQ(30, wc[0].wr_id);
+	EXPECT_EQ(31, wc[1].wr_id);
+	EXPECT_EQ(12, wc[2].wr_id);
+	EXPECT_EQ(c->qp_num, wc[0].qp_num);
+	EXPECT_EQ(c->qp_num, wc[1].qp_num);
+	EXPECT_EQ(a->qp_num, wc[2].qp_num);
+	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc[2].status);
+	EXPECT_EQ(0, ibv_poll_cq(self->cq, 8, wc));
+
+	/* destroy: a, c; c destroyed leaves a */
+	ASSERT_EQ(0, to_state(a, IBV_QPS_RESET));
+	ASSERT_EQ(0, to_state(c, IBV_QPS_RESET));
+	ASSERT_EQ(0, to_init(a));
+	ASSERT_EQ(0, to_init(c));
+	ASSERT_EQ(0, post_recv(a, 13));
+	ASSERT_EQ(0, post_recv(c, 32));
+	ASSERT_EQ(0, to_state(a, IBV_QPS_ERR));
+	ASSERT_EQ(0, to_state(c, IBV_QPS_ERR));
+	EXPECT_EQ(0, ibv_destroy_qp(c));
+	ASSERT_EQ(1, poll_n(self->cq, wc, 1));
+	EXPECT_EQ(13, wc[0].wr_id);
+	EXPECT_EQ(a->qp_num, wc[0].qp_num);
+	usleep(100000);
+	EXPECT_EQ(0, ibv_poll_cq(self->cq, 8, wc));
+	EXPECT_EQ(0, ibv_destroy_qp(a));
+	EXPECT_EQ(0, ibv_destroy_qp(b));
+}
+
+/*
+ * A QP on an SRQ keeps its receive completions through RESET (unlike
+ * mlx5, which gives the SRQ WQE back: remu's kernel has consumed it, and
+ * only the consumer that polls the completion can post the buffer again);
+ * its send completions go.  A UD QP on an SRQ sends to itself: one send
+ * CQE in scq, one SRQ receive in rcq; each CQ's event says it arrived.
+ */
+TEST_F(q, reset_keeps_srq_recv_cqes)
+{
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(self->ctx);
+	struct ibv_srq_init_attr sia = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1 };
+	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 4, .max_send_sge = 1 } };
+	struct ibv_recv_wr rwr = { .wr_id = 77, .num_sge = 1 }, *rbad;
+	static char sbuf[8] = "srq-cqe", rbuf[40 + 8];
+	struct ibv_sge sge = { .addr = (uintptr_t)sbuf, .length = 8 };
+	struct ibv_send_wr swr = {
+		.wr_id = 66, .opcode = IBV_WR_SEND, .sg_list = &sge,
+		.num_sge = 1, .send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED,
+	}, *sbad;
+	struct ibv_cq *scq, *rcq, *ecq;
+	struct ibv_sge rsge;
+	struct ibv_srq *srq;
+	struct pollfd pfd;
+	struct ibv_wc wc[2];
+	struct ibv_qp *qp;
+	struct ibv_ah *ah;
+	struct ibv_mr *mr;
+	void *cqctx;
+	int i;
+
+	ASSERT_NE(NULL, ch);
+	scq = ibv_create_cq(self->ctx, 4, NULL, ch, 0);
+	rcq = ibv_create_cq(self->ctx, 4, NULL, ch, 0);
+	ASSERT_NE(NULL, scq);
+	ASSERT_NE(NULL, rcq);
+	srq = ibv_create_srq(self->pd, &sia);
+	ASSERT_NE(NULL, srq);
+	mr = ibv_reg_mr(self->pd, rbuf, sizeof(rbuf), IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, mr);
+	rsge = (struct ibv_sge){ .addr = (uintptr_t)rbuf,
+				 .length = sizeof(rbuf), .lkey = mr->lkey };
+	rwr.sg_list = &rsge;
+	ASSERT_EQ(0, ibv_post_srq_recv(srq, &rwr, &rbad));
+	ia.send_cq = scq;
+	ia.recv_cq = rcq;
+	ia.srq = srq;
+	qp = ibv_create_qp(self->pd, &ia);
+	ASSERT_NE(NULL, qp);
+	ASSERT_EQ(0, to_rts(qp, self->sgid4, &self->gid4));
+	aa.grh.dgid = self->gid4;
+	aa.grh.sgid_index = self->sgid4;
+	aa.grh.hop_limit = 64;
+	ah = ibv_create_ah(self->pd, &aa);
+	ASSERT_NE(NULL, ah);
+
+	ASSERT_EQ(0, ibv_req_notify_cq(scq, 0));
+	ASSERT_EQ(0, ibv_req_notify_cq(rcq, 0));
+	swr.wr.ud.ah = ah;
+	swr.wr.ud.remote_qpn = qp->qp_num;
+	swr.wr.ud.remote_qkey = 0x11111111;
+	ASSERT_EQ(0, ibv_post_send(qp, &swr, &sbad));
+	pfd.fd = ch->fd;
+	pfd.events = POLLIN;
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(1, poll(&pfd, 1, 3000)) TH_LOG("event %d", i);
+		ASSERT_EQ(0, ibv_get_cq_event(ch, &ecq, &cqctx));
+		ibv_ack_cq_events(ecq, 1);
+	}
+
+	ASSERT_EQ(0, to_state(qp, IBV_QPS_RESET));
+	EXPECT_EQ(0, ibv_poll_cq(scq, 2, wc));
+	ASSERT_EQ(1, ibv_poll_cq(rcq, 2, wc));
+	EXPECT_EQ(77, wc[0].wr_id);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc[0].status);
+	EXPECT_EQ(IBV_WC_RECV, wc[0].opcode);
+	EXPECT_EQ(qp->qp_num, wc[0].qp_num);
+	EXPECT_EQ(40 + 8, wc[0].byte_len);
+	EXPECT_EQ(0, memcmp(rbuf + 40, "srq-cqe", 8));
+
+	EXPECT_EQ(0, ibv_destroy_ah(ah));
+	EXPECT_EQ(0, ibv_destroy_qp(qp));
+	EXPECT_EQ(0, ibv_dereg_mr(mr));
+	EXPECT_EQ(0, ibv_destroy_srq(srq));
+	EXPECT_EQ(0, ibv_destroy_cq(scq));
+	EXPECT_EQ(0, ibv_destroy_cq(rcq));
+	EXPECT_EQ(0, ibv_destroy_comp_channel(ch));
+}
+
 /* Completion channel: an armed CQ raises one event on the next CQE. */
 TEST_F(q, cq_notify_channel)
 {

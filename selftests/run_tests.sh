@@ -41,6 +41,7 @@ all_tests=(
 	remu_perftest_test.sh
 	remu_ucx_test.sh
 	remu_fabric_test.sh
+	remu_rdmacore_test.sh
 	remu_netem_test.sh
 	remu_cm_test.sh
 	remu_mckey_test.sh

@@ -153,6 +153,38 @@ int remu_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 }
 
 /*
+ * Let the work already queued on the QPs of @cq run before a resize counts
+ * its CQEs: a NIC executes a command after the WQEs doorbelled before it,
+ * so a UD or UC send posted before ibv_resize_cq() has its CQE in the CQ
+ * by then, and a resize below the CQEs pending fails with EINVAL (as on
+ * mlx5) instead of racing the requester and shrinking the ring under
+ * completions still to come (rdma-core's test_cq.test_resize_cq).  RC
+ * sends still wait for their ACKs.  Every QP of the device is looked at:
+ * resize is rare, and a CQ keeps no list of its QPs.
+ */
+static void remu_cq_sync_qps(struct remu_cq *cq)
+{
+	struct remu_dev *rdev = to_remu_dev(cq->ib_cq.device);
+	unsigned long qpn = 0, flags;
+	struct remu_qp *qp;
+
+	for (;;) {
+		xa_lock_irqsave(&rdev->q.qp_xa, flags);
+		qp = xa_find(&rdev->q.qp_xa, &qpn, ULONG_MAX, XA_PRESENT);
+		while (qp && ((qp->scq != cq && qp->rcq != cq) ||
+			      !refcount_inc_not_zero(&qp->ref)))
+			qp = xa_find_after(&rdev->q.qp_xa, &qpn, ULONG_MAX,
+					   XA_PRESENT);
+		xa_unlock_irqrestore(&rdev->q.qp_xa, flags);
+		if (!qp)
+			return;
+		flush_work(&qp->send_work);
+		remu_qp_put(qp);
+		qpn++;
+	}
+}
+
+/*
  * Resize: a new ring, the pending CQEs copied over in order, then the old
  * ring released.  The provider maps the new ring from the response and
  * continues at its consumer index (0 + what was pending = its prod).
@@ -177,6 +209,7 @@ int remu_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	if (err)
 		return err;
 
+	remu_cq_sync_qps(cq);
 	spin_lock_irqsave(&cq->lock, flags);
 	pending = remu_queue_used_by_producer(&cq->ring);
 	if (pending > nq.num_slots) {

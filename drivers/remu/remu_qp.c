@@ -21,7 +21,9 @@
  * IB_WC_WR_FLUSH_ERR into the QP's CQs; WQEs posted while in ERR are
  * flushed by the send work, which a user post_recv in ERR triggers with
  * a doorbell.  Entering RESET discards the WQEs without completions, and
- * so does destroy_qp (as on real NICs; consumers drain first).  A QP on
+ * so does destroy_qp (as on real NICs; consumers drain first); after
+ * either the QP posts no CQE, and libremu takes the QP's CQEs still in
+ * its CQs out of them (as mlx5's provider does).  A QP on
  * an SRQ that entered ERR raises IB_EVENT_QP_LAST_WQE_REACHED from its
  * work item (ib_drain_qp() waits for it).
  *

@@ -254,6 +254,57 @@ int remu_poll_cq(struct ibv_cq *ibcq, int ne, struct ibv_wc *wc)
 	return n;
 }
 
+/*
+ * Take QP @qpn's completions out of @cq, as mlx5's provider does when a
+ * QP is reset or destroyed: the kernel posts none for it any more, and
+ * a consumer that reuses the QP (or a new one with its number) must not
+ * poll the old ones.  The other QPs' CQEs stay, in order: walking from
+ * the newest CQE the kernel published down to ours, each kept CQE moves
+ * up over the removed ones, then our consumer index skips the slots
+ * freed at the old end.  The kernel writes only at and after the
+ * producer index we read, and reuses the freed slots only after the
+ * release-store of the new consumer index.  With @keep_recv (a QP on an
+ * SRQ) receive completions stay: each consumed an SRQ WQE that only the
+ * consumer can post again (mlx5 returns it to the SRQ; remu's kernel
+ * has consumed it).
+ */
+static void remu_cq_clean(struct ibv_cq *ibcq, uint32_t qpn, int keep_recv)
+{
+	struct remu_cq *cq = to_rcq(ibcq);
+	struct remu_uring *r = &cq->ring;
+	uint32_t prod, i, gone = 0;
+	struct remu_cqe *c;
+
+	pthread_spin_lock(&cq->lock);
+	if (remu_uring_dead(r))
+		goto out;
+	prod = __atomic_load_n(&r->hdr->prod, __ATOMIC_ACQUIRE);
+	for (i = prod; i != r->idx; i--) {
+		c = remu_uring_slot(r, i - 1);
+		if (c->qp_num == qpn &&
+		    !(keep_recv && (c->opcode & IBV_WC_RECV)))
+			gone++;
+		else if (gone)
+			memcpy(remu_uring_slot(r, i - 1 + gone), c,
+			       r->slot_size);
+	}
+	if (gone) {
+		r->idx += gone;
+		remu_uring_cons_publish(r);
+	}
+out:
+	pthread_spin_unlock(&cq->lock);
+}
+
+/* Both CQs of @ibqp (remu_cq_clean()); after the kernel stopped it. */
+static void remu_qp_clean_cqs(struct ibv_qp *ibqp)
+{
+	if (ibqp->recv_cq)
+		remu_cq_clean(ibqp->recv_cq, ibqp->qp_num, !!ibqp->srq);
+	if (ibqp->send_cq && ibqp->send_cq != ibqp->recv_cq)
+		remu_cq_clean(ibqp->send_cq, ibqp->qp_num, 0);
+}
+
 int remu_req_notify_cq(struct ibv_cq *ibcq, int solicited_only)
 {
 	return ibv_cmd_req_notify_cq(ibcq, solicited_only);
@@ -364,8 +415,12 @@ struct ibv_qp *remu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 int remu_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
 	struct ibv_modify_qp cmd = {};
+	int ret;
 
-	return ibv_cmd_modify_qp(ibqp, attr, mask, &cmd, sizeof(cmd));
+	ret = ibv_cmd_modify_qp(ibqp, attr, mask, &cmd, sizeof(cmd));
+	if (!ret && (mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
+		remu_qp_clean_cqs(ibqp);
+	return ret;
 }
 
 int remu_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
@@ -384,6 +439,7 @@ int remu_destroy_qp(struct ibv_qp *ibqp)
 	ret = ibv_cmd_destroy_qp(ibqp);
 	if (ret)
 		return ret;
+	remu_qp_clean_cqs(ibqp);
 	remu_uring_unmap(&qp->sq);
 	remu_uring_unmap(&qp->rq);
 	pthread_spin_destroy(&qp->sq_lock);
