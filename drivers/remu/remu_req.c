@@ -202,6 +202,8 @@ void remu_eng_run(struct remu_qp *qp)
 		enum ib_qp_state s = READ_ONCE(qp->state);
 
 		if (s == IB_QPS_ERR || s == IB_QPS_RESET) {
+			/* the QP stopped receiving since remu_rcv() */
+			remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
 			kfree_skb(skb);
 			continue;
 		}
