@@ -272,7 +272,7 @@ int remu_key_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
  * @ibmw:	the core's MW (pd and type set)
  * @udata:	no driver data either way
  *
- * Return: 0, -ENOMEM (no memory, or REMU_MAX_MW windows live), or an
+ * Return: 0, -ENOMEM (no memory, or max_mw windows live), or an
  * xarray error.
  */
 int remu_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
@@ -285,7 +285,7 @@ int remu_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 
 	if (ibmw->type != IB_MW_TYPE_1 && ibmw->type != IB_MW_TYPE_2)
 		return -EINVAL;
-	if (atomic_inc_return(&t->mw_count) > REMU_MAX_MW) {
+	if (atomic_inc_return(&t->mw_count) > rdev->attr.max_mw) {
 		err = -ENOMEM;
 		goto err_count;
 	}
