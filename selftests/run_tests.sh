@@ -31,6 +31,7 @@ all_tests=(
 	remu_ex_test
 	remu_flush_test
 	remu_hostile_test
+	remu_pktfuzz_test
 	remu_dm_pool_test.sh
 	remu_limits_test.sh
 	remu_link_test.sh
