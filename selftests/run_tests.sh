@@ -32,6 +32,7 @@ all_tests=(
 	remu_flush_test
 	remu_hostile_test
 	remu_pktfuzz_test
+	remu_uverbsfuzz_test
 	remu_dm_pool_test.sh
 	remu_limits_test.sh
 	remu_link_test.sh
