@@ -15,7 +15,8 @@
  *     (ibv_create_qp_ex with random capacities, types, flags, ops),
  *     modify_qp with random attributes and masks, SRQs, MRs (random
  *     addresses, lengths, access bits, rereg flags, advise), windows,
- *     AHs, DM (random lengths, alignments, copies);
+ *     AHs, DM (random lengths, alignments, copies), multicast attach
+ *     and detach (a few IPv4-mapped groups, or any GID, any QP);
  *   - raw write() commands on the context's fd (every legacy and
  *     extended command number, with remu's driver data after the core
  *     struct): the right sizes or wrong ones (in_words, out_words,
@@ -832,10 +833,12 @@ static void verbs_misc(void)
 		.comp_mask = chance(90) ? 0 : word(),
 	};
 	struct ibv_ah_attr ah;
+	union ibv_gid g = {};
+	struct ibv_qp *qp;
 	uint8_t tmp[64];
 
 	pthread_mutex_lock(&w.lock);
-	switch (rnd_n(4)) {
+	switch (rnd_n(5)) {
 	case 0:
 		if (w.srq[i]) {
 			struct ibv_srq_attr a = { .max_wr = word(),
@@ -881,6 +884,27 @@ static void verbs_misc(void)
 		account(K_VERBS, w.ah[k] ? 0 : -1, 0);
 		if (w.ah[k])
 			note_handle(w.ah[k]->handle);
+		break;
+	case 3:
+		/* one of 16 IPv4-mapped groups (239.77.0.x), or any GID */
+		qp = w.qp[rnd_n(16)];
+		if (!qp)
+			break;
+		if (chance(85)) {
+			g.raw[10] = g.raw[11] = 0xff;
+			g.raw[12] = 239;
+			g.raw[13] = 77;
+			g.raw[15] = rnd_n(16);
+		} else {
+			for (k = 0; k < 16; k++)
+				g.raw[k] = rnd();
+		}
+		if (chance(60))
+			account(K_VERBS, ibv_attach_mcast(qp, &g, chance(90) ?
+							  0 : rnd()), 0);
+		else
+			account(K_VERBS, ibv_detach_mcast(qp, &g, chance(90) ?
+							  0 : rnd()), 0);
 		break;
 	default:
 		if (w.dm[i]) {
@@ -1074,7 +1098,8 @@ static int round_child(uint64_t seed, double secs)
 }
 
 static const char *const objtypes[] = { "pd", "mr", "cq", "qp", "srq", "ah",
-					"mw", "dm", "ring", "ucontext" };
+					"mw", "dm", "ring", "ucontext",
+					"mcast_grp", "mcast_attach" };
 #define NOBJ (sizeof(objtypes) / sizeof(objtypes[0]))
 
 /* every count back at @base within 5 s: 0, or the index of the first not */
