@@ -32,7 +32,8 @@
  * one copy to each attached QP (skb_clone, the last QP gets the
  * original) through remu_rcv_qp(); the responder then checks each QP's
  * Q_Key on its own copy.  Counted: rcvd_mcast_pkts once per packet that
- * found a group, rcvd_mcast_no_qp for one that found none.  A QP created
+ * found a group, rcvd_mcast_no_qp for one that found none, rcvd_no_mem
+ * for a copy that could not be made.  A QP created
  * with IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK gets no copy of what it sent
  * itself (the IP stack loops a packet back to the sending netdev when
  * the netdev is a member of the group; every other attached QP of the
@@ -391,6 +392,8 @@ void remu_mcast_rcv(struct remu_dev *rdev, struct sk_buff *skb,
 			copy = skb_clone(skb, GFP_ATOMIC);
 			if (copy)
 				remu_rcv_qp(last, copy, pkt);
+			else
+				remu_count(rdev, REMU_CNT_RCVD_NO_MEM);
 			remu_qp_put(last);
 		}
 		last = qp;
