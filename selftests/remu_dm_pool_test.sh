@@ -20,25 +20,12 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/ktap.sh"
+. "$here/remu_lib.sh"
 
 ktap_header 8
 
-present() { [ -e "/sys/class/infiniband/$1" ]; }
 dmesg_has() { dmesg | grep -q -- "$1"; }
-
-# reload [PARAM...]: unload remu (checking the unload was clean) and load
-# it again with PARAM, re-creating remu0 and remu1
-reload() {
-	dmesg -C
-	rmmod remu || return 1
-	present remu0 && { echo "remu0 still there"; return 1; }
-	dmesg_has "remu: unloaded" || { echo "no unload message"; return 1; }
-	if dmesg_has "remu: leaked"; then dmesg | grep leaked; return 1; fi
-	insmod "${REMU_KO_DIR:-$repo}/remu.ko" "$@" || return 1
-	rdma link add remu0 type remu netdev v0 || return 1
-	ip netns exec peer rdma link add remu1 type remu netdev v1 || return 1
-	ibv_devinfo -d remu0 | grep -q PORT_ACTIVE
-}
+reload() { remu_reload "$@"; }
 
 # pool KB EXPECT_BYTES [PARAM_KB]: reload with dm_pool_kb=PARAM_KB (KB by
 # default), check the parameter and both devices' sysfs, run the dmpool

@@ -24,6 +24,10 @@
  * A process killed with DMs, an MR and a second mapping live leaves the
  * pool and the object counts as they were (dm.process_exit_frees_all).
  *
+ * These tests account for the whole pool from one context: the fixtures
+ * lift the per-context cap (module parameter dm_ctx_pct, 50 by default)
+ * to 100 while they run; remu_limits_test checks the cap itself.
+ *
  * The dmpool fixture checks the pool's layout for any dm_pool_kb: the
  * pool size it expects comes from the environment (REMU_DM_POOL_KB, the
  * module parameter the module was loaded with; 1024 if unset), so
@@ -72,10 +76,13 @@ FIXTURE(dm) {
 	struct ibv_context *ctx;
 	struct ibv_pd *pd;
 	int dm0, mr0;
+	long pct0;
 };
 
 FIXTURE_SETUP(dm)
 {
+	self->pct0 = remu_param("dm_ctx_pct", 100);
+	ASSERT_LT(0, self->pct0);
 	self->dm0 = remu_obj_count("dm");
 	self->mr0 = remu_obj_count("mr");
 	ASSERT_LE(0, self->dm0);
@@ -95,6 +102,7 @@ FIXTURE_TEARDOWN(dm)
 	/* everything the test took is back in the pool */
 	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
 	EXPECT_EQ(self->mr0, remu_obj_count("mr"));
+	remu_param("dm_ctx_pct", self->pct0);
 }
 
 TEST_F(dm, max_dm_size)
@@ -1159,10 +1167,13 @@ FIXTURE(dmpool) {
 	struct ibv_context *ctx;	/* a.ctx */
 	uint64_t chunk[MAX_CHUNKS], total;
 	int nchunks, dm0;
+	long pct0;
 };
 
 FIXTURE_SETUP(dmpool)
 {
+	self->pct0 = remu_param("dm_ctx_pct", 100);
+	ASSERT_LT(0, self->pct0);
 	self->nchunks = pool_chunks(self->chunk, &self->total);
 	self->dm0 = remu_obj_count("dm");
 	ASSERT_LE(0, self->dm0);
@@ -1181,6 +1192,7 @@ FIXTURE_TEARDOWN(dmpool)
 	remu_end_close(&self->a);
 	EXPECT_EQ(self->dm0, remu_obj_count("dm"));
 	EXPECT_EQ(0, dm_stat("dm_in_use"));
+	remu_param("dm_ctx_pct", self->pct0);
 }
 
 /* max_dm_size and sysfs say what the parameter asked for */

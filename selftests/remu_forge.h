@@ -16,6 +16,11 @@
  * the kernel's IPv4 header carries ID 0 and no options: everything the
  * ICRC covers is known before sending.
  *
+ * rf_layout() knows which extended headers each RC, UC and UD opcode
+ * carries, so a fuzzer can build a valid-looking packet of any opcode
+ * before it mutates it; remu_forge_send_icrc() can also send a wrong ICRC
+ * or none.
+ *
  * IPv4 only.  Header-only, like remu_test.h.
  */
 #ifndef REMU_FORGE_H
@@ -82,15 +87,21 @@ struct remu_fpkt {
 	size_t len;
 };
 
+/* CRC-32 (reflected 0x04C11DB7) of @n bytes at @p, continuing @crc */
 static inline uint32_t remu_crc32(uint32_t crc, const uint8_t *p, size_t n)
 {
-	int k;
+	static uint32_t table[256];
+	uint32_t c;
+	int i, k;
 
-	while (n--) {
-		crc ^= *p++;
-		for (k = 0; k < 8; k++)
-			crc = (crc >> 1) ^ (0xedb88320u & -(crc & 1));
-	}
+	if (!table[1])
+		for (i = 0; i < 256; i++) {
+			for (c = i, k = 0; k < 8; k++)
+				c = (c >> 1) ^ (0xedb88320u & -(c & 1));
+			table[i] = c;
+		}
+	while (n--)
+		crc = (crc >> 8) ^ table[(crc ^ *p++) & 0xff];
 	return crc;
 }
 
@@ -194,6 +205,73 @@ static inline void rf_aeth(struct remu_fpkt *p, uint8_t syn, uint32_t msn)
 	rf_be32(p, (uint32_t)syn << 24 | (msn & 0xffffff));
 }
 
+static inline void rf_deth(struct remu_fpkt *p, uint32_t qkey, uint32_t sqp)
+{
+	rf_be32(p, qkey);
+	rf_be32(p, sqp & 0xffffff);
+}
+
+static inline void rf_atmeth(struct remu_fpkt *p, uint64_t va, uint32_t rkey,
+			     uint64_t swap_add, uint64_t compare)
+{
+	rf_be64(p, va);
+	rf_be32(p, rkey);
+	rf_be64(p, swap_add);
+	rf_be64(p, compare);
+}
+
+/*
+ * The extended headers IBA gives each opcode, in the order they follow
+ * the BTH (FETH, DETH, RETH, AETH, AtomicETH, AtomicAckETH, ImmDt, IETH),
+ * and whether it carries a payload: for RC, UC and UD opcodes;
+ * rf_layout() returns 0 for any other (RD, XRC, CNP, reserved).
+ */
+enum {
+	RF_H_FETH = 1 << 0, RF_H_DETH = 1 << 1, RF_H_RETH = 1 << 2,
+	RF_H_AETH = 1 << 3, RF_H_ATMETH = 1 << 4, RF_H_ATMACK = 1 << 5,
+	RF_H_IMM = 1 << 6, RF_H_IETH = 1 << 7,
+	RF_H_PAYLOAD = 1 << 8,
+	RF_H_VALID = 1 << 9,
+};
+
+static inline unsigned int rf_layout(uint8_t opcode)
+{
+	static const uint16_t op[32] = {
+		[0x00] = RF_H_PAYLOAD, [0x01] = RF_H_PAYLOAD,
+		[0x02] = RF_H_PAYLOAD, [0x03] = RF_H_IMM | RF_H_PAYLOAD,
+		[0x04] = RF_H_PAYLOAD, [0x05] = RF_H_IMM | RF_H_PAYLOAD,
+		[0x06] = RF_H_RETH | RF_H_PAYLOAD, [0x07] = RF_H_PAYLOAD,
+		[0x08] = RF_H_PAYLOAD, [0x09] = RF_H_IMM | RF_H_PAYLOAD,
+		[0x0a] = RF_H_RETH | RF_H_PAYLOAD,
+		[0x0b] = RF_H_RETH | RF_H_IMM | RF_H_PAYLOAD,
+		[0x0c] = RF_H_RETH,
+		[0x0d] = RF_H_AETH | RF_H_PAYLOAD, [0x0e] = RF_H_PAYLOAD,
+		[0x0f] = RF_H_AETH | RF_H_PAYLOAD,
+		[0x10] = RF_H_AETH | RF_H_PAYLOAD,
+		[0x11] = RF_H_AETH, [0x12] = RF_H_AETH | RF_H_ATMACK,
+		[0x13] = RF_H_ATMETH, [0x14] = RF_H_ATMETH,
+		[0x16] = RF_H_IETH | RF_H_PAYLOAD,
+		[0x17] = RF_H_IETH | RF_H_PAYLOAD,
+		[0x1c] = RF_H_FETH | RF_H_RETH,
+		[0x1d] = RF_H_RETH | RF_H_PAYLOAD,
+	};
+	unsigned int o = opcode & 0x1f, t = opcode & 0xe0;
+
+	switch (t) {
+	case RF_RC:
+		if (o <= 0x14 || o == 0x16 || o == 0x17 || o == 0x1c ||
+		    o == 0x1d)
+			return op[o] | RF_H_VALID;
+		return 0;
+	case RF_UC:
+		return o <= 0x0b ? op[o] | RF_H_VALID : 0;
+	case RF_UD:
+		return o == 0x04 || o == 0x05 ?
+		       op[o] | RF_H_DETH | RF_H_VALID : 0;
+	}
+	return 0;
+}
+
 /* @n bytes of @d, then the pad to a multiple of 4 (PadCnt in the BTH) */
 static inline void rf_payload(struct remu_fpkt *p, const void *d, size_t n)
 {
@@ -205,13 +283,25 @@ static inline void rf_payload(struct remu_fpkt *p, const void *d, size_t n)
 	p->b[1] = (p->b[1] & ~0x30) | pad << 4;
 }
 
-/* Send @p with its ICRC (@p is left as it is): 0, or -1 */
-static inline int remu_forge_send(struct remu_forge *f,
-				  const struct remu_fpkt *p)
+/* what remu_forge_send_icrc() puts after the packet */
+enum rf_icrc {
+	RF_ICRC_GOOD,		/* the ICRC over the packet */
+	RF_ICRC_BAD,		/* that ICRC with a bit flipped */
+	RF_ICRC_NONE,		/* nothing: the packet ends where @p does */
+};
+
+/*
+ * Send @p followed by @how (@p is left as it is): 0, or -1 with errno
+ * set (EMSGSIZE for a datagram larger than the path MTU).
+ */
+static inline int remu_forge_send_icrc(struct remu_forge *f,
+				       const struct remu_fpkt *p,
+				       enum rf_icrc how)
 {
-	uint16_t ulen = 8 + p->len + 4;
+	size_t tail = how == RF_ICRC_NONE ? 0 : 4;
+	uint16_t ulen = 8 + p->len + tail;
 	uint8_t h[28], ones[8], icrc[4];
-	struct iovec iov[2] = { { (void *)p->b, p->len }, { icrc, 4 } };
+	struct iovec iov[2] = { { (void *)p->b, p->len }, { icrc, tail } };
 	struct msghdr msg = { .msg_name = (void *)&f->dst,
 			      .msg_namelen = sizeof(f->dst),
 			      .msg_iov = iov, .msg_iovlen = 2 };
@@ -237,15 +327,28 @@ static inline int remu_forge_send(struct remu_forge *f,
 	h[26] = h[27] = 0xff;
 	crc = remu_crc32(0xffffffffu, ones, sizeof(ones));
 	crc = remu_crc32(crc, h, sizeof(h));
-	crc = remu_crc32(crc, p->b, 4);
-	crc = remu_crc32(crc, ones, 1);		/* BTH byte 4 */
-	crc = remu_crc32(crc, p->b + 5, p->len - 5);
+	if (p->len >= 5) {
+		crc = remu_crc32(crc, p->b, 4);
+		crc = remu_crc32(crc, ones, 1);		/* BTH byte 4 */
+		crc = remu_crc32(crc, p->b + 5, p->len - 5);
+	} else {
+		crc = remu_crc32(crc, p->b, p->len);
+	}
 	crc = ~crc;
+	if (how == RF_ICRC_BAD)
+		crc ^= 1u << (crc % 32);
 	icrc[0] = crc;
 	icrc[1] = crc >> 8;
 	icrc[2] = crc >> 16;
 	icrc[3] = crc >> 24;
-	return sendmsg(f->fd, &msg, 0) == (ssize_t)(p->len + 4) ? 0 : -1;
+	return sendmsg(f->fd, &msg, 0) == (ssize_t)(p->len + tail) ? 0 : -1;
+}
+
+/* Send @p with its ICRC (@p is left as it is): 0, or -1 */
+static inline int remu_forge_send(struct remu_forge *f,
+				  const struct remu_fpkt *p)
+{
+	return remu_forge_send_icrc(f, p, RF_ICRC_GOOD);
 }
 
 #endif /* REMU_FORGE_H */

@@ -76,6 +76,25 @@ remu_wait_gone() {
 	echo "$1 still present"; return 1
 }
 
+# remu_reload [PARAM...]: unload remu (checking that the unload was clean:
+# the unload message and no "leaked" line) and load it again with the
+# module parameters PARAM, re-creating remu0 on v0 and remu1 on v1 in
+# namespace peer as scripts/remu-up makes them; the .ko comes from
+# REMU_KO_DIR or the checkout.  Clears the kernel log.
+remu_reload() {
+	local repo
+	repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	dmesg -C
+	rmmod remu || return 1
+	remu_present remu0 && { echo "remu0 still there"; return 1; }
+	dmesg | grep -q -- "remu: unloaded" || { echo "no unload message"; return 1; }
+	if dmesg | grep -q -- "remu: leaked"; then dmesg | grep leaked; return 1; fi
+	insmod "${REMU_KO_DIR:-$repo}/remu.ko" "$@" || return 1
+	rdma link add remu0 type remu netdev v0 || return 1
+	ip netns exec peer rdma link add remu1 type remu netdev v1 || return 1
+	ibv_devinfo -d remu0 | grep -q PORT_ACTIVE
+}
+
 # remu_gid_index DEV GID: the index of the RoCE v2 GID GID in DEV's table
 remu_gid_index() {
 	local g i

@@ -4,7 +4,8 @@
  *
  * rules: ibv_attach_mcast/ibv_detach_mcast errors (RC/UC QPs and unicast
  * GIDs EINVAL, a second attach of the same QP succeeds and changes
- * nothing, a detach of what is not attached EINVAL, destroying an
+ * nothing, one QP attached under two MLIDs stays attached until both are
+ * detached, a detach of what is not attached EINVAL, destroying an
  * attached QP EBUSY), the limits the device attributes report enforced
  * exactly there with ENOMEM (QPs per group, groups per device; the total
  * is their product, as on mlx5), and the IP group membership each group
@@ -424,6 +425,49 @@ TEST(attach_rules)
 	EXPECT_EQ(0, igmp_users(NULL, "v0", &g));
 	EXPECT_EQ(0, ibv_destroy_qp(rc));
 	EXPECT_EQ(0, ibv_destroy_qp(uc));
+	mq_close(&m);
+}
+
+/*
+ * One QP attached to one group under two MLIDs: uverbs keeps the two
+ * attachments apart and the core counts both in the QP's use count, so
+ * each detach must succeed and the QP stays attached (and its IP group
+ * joined) until the second one; then it can be destroyed.  Before remu
+ * counted a repeated attach, the second detach failed with EINVAL, the
+ * core's count stayed up and the QP (and its PD, CQ, context) could never
+ * be destroyed, not even when the process exited (remu_uverbsfuzz_test
+ * found it).
+ */
+TEST(attach_two_mlids)
+{
+	static const struct ibv_qp_cap cap = { .max_send_wr = 1,
+		.max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 };
+	int grp0 = remu_obj_count("mcast_grp");
+	int att0 = remu_obj_count("mcast_attach");
+	struct ibv_qp *ud;
+	union ibv_gid g;
+	struct mq m;
+
+	ASSERT_EQ(0, mq_open(&m, "remu0", 0, 0));
+	mgid_of("239.77.1.3", &g);
+	ud = remu_create_qp(m.pd, m.cq, IBV_QPT_UD, &cap);
+	ASSERT_NE(NULL, ud);
+
+	EXPECT_EQ(0, ibv_attach_mcast(ud, &g, 0));
+	EXPECT_EQ(0, ibv_attach_mcast(ud, &g, 0xc001));
+	EXPECT_EQ(grp0 + 1, remu_obj_count("mcast_grp"));
+	EXPECT_EQ(att0 + 1, remu_obj_count("mcast_attach"));
+	EXPECT_EQ(1, igmp_users(NULL, "v0", &g));
+	EXPECT_EQ(0, ibv_detach_mcast(ud, &g, 0));
+	/* still attached once */
+	EXPECT_EQ(att0 + 1, remu_obj_count("mcast_attach"));
+	EXPECT_EQ(1, igmp_users(NULL, "v0", &g));
+	EXPECT_EQ(EBUSY, ibv_destroy_qp(ud));
+	EXPECT_EQ(0, ibv_detach_mcast(ud, &g, 0xc001));
+	EXPECT_EQ(grp0, remu_obj_count("mcast_grp"));
+	EXPECT_EQ(att0, remu_obj_count("mcast_attach"));
+	EXPECT_EQ(0, igmp_users(NULL, "v0", &g));
+	EXPECT_EQ(0, ibv_destroy_qp(ud));
 	mq_close(&m);
 }
 

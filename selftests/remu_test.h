@@ -73,6 +73,34 @@ static inline int remu_obj_count(const char *type)
 	return ret;
 }
 
+/*
+ * remu's module parameter @name (/sys/module/remu/parameters/), or -1;
+ * with @set >= 0, first write @set there (the value before is returned).
+ */
+static inline long remu_param(const char *name, long set)
+{
+	char path[128];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/module/remu/parameters/%s", name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	if (set >= 0) {
+		f = fopen(path, "w");
+		if (!f)
+			return -1;
+		fprintf(f, "%ld\n", set);
+		if (fclose(f))
+			return -1;
+	}
+	return v;
+}
+
 /* Run @cmd with sh -c; return its exit status (or -1). */
 static inline int remu_sh(const char *cmd)
 {

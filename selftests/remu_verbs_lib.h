@@ -678,6 +678,59 @@ static inline int remu_rdma1(struct ibv_qp *qp, struct ibv_cq *cq,
 	return remu_run_wr(qp, cq, &wr, secs);
 }
 
+/*
+ * A fresh RC connection between @dev_a and @dev_b (their IPv4 RoCE v2
+ * GIDs) moves @len bytes byte for byte: an RDMA WRITE from @dev_a into
+ * @dev_b's MR and an RDMA READ of them back.  0, or -1.  For the tests
+ * that check a device still works after what they did to it.
+ */
+static inline int remu_pair_check(const char *dev_a, const char *dev_b,
+				  uint32_t len)
+{
+	static const struct ibv_qp_cap cap = { .max_send_wr = 4,
+		.max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 };
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x321);
+	uint8_t *ba = aligned_alloc(4096, 2 * (size_t)len + 4096);
+	uint8_t *bb = aligned_alloc(4096, (size_t)len + 4096);
+	struct remu_end a = {}, b = {};
+	struct ibv_mr *ma = NULL, *mb = NULL;
+	int gi, ret = -1;
+	uint32_t i;
+
+	if (!ba || !bb || remu_end_open(&a, dev_a, 0, 16, &cap) ||
+	    remu_end_open(&b, dev_b, 0, 16, &cap))
+		goto out;
+	gi = remu_ipv4_gid(a.ctx, &a.gid);
+	if (gi < 0 || remu_ipv4_gid(b.ctx, &b.gid) != gi ||
+	    remu_end_connect(&a, &b, &ra, gi) ||
+	    remu_end_connect(&b, &a, &ra, gi))
+		goto out;
+	ma = ibv_reg_mr(a.pd, ba, 2 * (size_t)len, IBV_ACCESS_LOCAL_WRITE);
+	mb = ibv_reg_mr(b.pd, bb, len, IBV_ACCESS_LOCAL_WRITE |
+			REMU_ACCESS_REMOTE_ALL);
+	if (!ma || !mb)
+		goto out;
+	for (i = 0; i < len; i++)
+		ba[i] = (uint8_t)(i * 7 + 3 + (i >> 9));
+	memset(ba + len, 0, len);
+	if (remu_rdma1(a.qp, a.cq, IBV_WR_RDMA_WRITE, (uintptr_t)ba, ma->lkey,
+		       len, (uintptr_t)bb, mb->rkey, 20) ||
+	    remu_rdma1(a.qp, a.cq, IBV_WR_RDMA_READ, (uintptr_t)ba + len,
+		       ma->lkey, len, (uintptr_t)bb, mb->rkey, 20))
+		goto out;
+	ret = memcmp(ba, bb, len) || memcmp(ba, ba + len, len) ? -1 : 0;
+out:
+	if (ma)
+		ibv_dereg_mr(ma);
+	if (mb)
+		ibv_dereg_mr(mb);
+	remu_end_close(&a);
+	remu_end_close(&b);
+	free(ba);
+	free(bb);
+	return ret;
+}
+
 /* Byte for byte: the first offset where @a and @b differ, or -1. */
 static inline long remu_cmp(const uint8_t *a, const uint8_t *b, size_t len)
 {

@@ -95,7 +95,11 @@ counters_listed() {
 		rcvd_rnr_err send_rnr_err rcvd_seq_err ack_deferred \
 		retry_exceeded_err retry_rnr_exceeded_err completer_retry_err \
 		rdma_sends rdma_recvs out_of_buffer rcvd_bad_path rcvd_bad_resp_psn \
-		rcvd_bad_resp_len rcvd_stale_dup; do
+		rcvd_bad_resp_len rcvd_stale_dup rcvd_rxq_full rcvd_bad_qkey \
+		rcvd_bad_op_seq rcvd_uc_bad_write rcvd_dup_resp rcvd_resp_ahead \
+		rcvd_bad_resp_op rcvd_no_mem rcvd_mad_too_long \
+		resp_remote_access_errors \
+		resp_invalid_request resp_remote_op_errors; do
 		grep -q "^$n " <<<"$s" || { echo "no counter $n"; return 1; }
 	done
 }

@@ -47,6 +47,8 @@
  * @dmabuf_dev:	the struct device remu attaches to dma-bufs with
  *		(remu_dmabuf.c)
  * @mcast:	the multicast groups and their QPs (remu_mcast.c)
+ * @nr_pd, @nr_uctx: live PDs and user contexts, against attr.max_pd and
+ *		the context limit (remu_verbs.c)
  */
 struct remu_dev {
 	struct ib_device ib_dev;
@@ -62,6 +64,8 @@ struct remu_dev {
 	struct remu_dm_pool *dm;
 	struct device *dmabuf_dev;
 	struct remu_mcast *mcast;
+	atomic_t nr_pd;
+	atomic_t nr_uctx;
 };
 
 static inline void remu_count(struct remu_dev *rdev, enum remu_counter c)
@@ -79,10 +83,12 @@ static inline void remu_count_add(struct remu_dev *rdev, enum remu_counter c,
  * struct remu_ucontext - one process's open device context
  * @ib_uc:	core object
  * @umap:	its mappings (remu_umap.c)
+ * @dmq:	its device memory quota (remu_dm.c)
  */
 struct remu_ucontext {
 	struct ib_ucontext ib_uc;
 	struct remu_umap *umap;
+	struct remu_dm_quota *dmq;
 };
 
 static inline struct remu_ucontext *to_remu_uc(struct ib_ucontext *uc)
@@ -148,6 +154,7 @@ bool remu_obj_exit(void);
 /* remu_verbs.c */
 extern const struct ib_device_ops remu_dev_ops;
 void remu_init_attr(struct remu_dev *rdev);
+void remu_limits_apply(struct remu_dev *rdev);
 enum ib_port_state remu_port_state(struct net_device *ndev);
 int remu_port_active_mtu(struct ib_device *ibdev);
 
@@ -164,6 +171,8 @@ extern struct device_attribute dev_attr_dm_size, dev_attr_dm_in_use,
 	dev_attr_dm_allocs, dev_attr_dm_largest_free;
 int remu_dm_dev_init(struct remu_dev *rdev);
 void remu_dm_dev_fini(struct remu_dev *rdev);
+struct remu_dm_quota *remu_dm_quota_new(void);
+void remu_dm_quota_put(struct remu_dm_quota *q);
 struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 			    struct ib_dm_alloc_attr *attr,
 			    struct uverbs_attr_bundle *attrs);

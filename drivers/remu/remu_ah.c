@@ -46,7 +46,7 @@ int remu_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 		return -EINVAL;
 	if (udata && udata->outlen < sizeof(resp))
 		return -EINVAL;
-	if (atomic_inc_return(&rdev->q.nr_ah) > REMU_MAX_AH) {
+	if (atomic_inc_return(&rdev->q.nr_ah) > rdev->attr.max_ah) {
 		err = -ENOMEM;
 		goto err_count;
 	}

@@ -332,20 +332,27 @@ static int remu_comp_read_resp(struct remu_qp *qp, u32 idx,
 		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_LEN);
 		return 0;
 	}
-	if (k < sw->rcvd)
-		return 0;		/* a duplicate */
+	if (k < sw->rcvd) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
+		return 0;
+	}
 	if (k > sw->rcvd) {
 		if (!m || k >= sw->rcvd + REMU_RD_MAP) {
+			remu_count(qp->rdev, REMU_CNT_RCVD_RESP_AHEAD);
 			if (m)
 				m->beyond = true;
 			remu_comp_read_gap(qp, idx, sw);
 			return 0;
 		}
-		if (test_bit(k % REMU_RD_MAP, m->bits))
+		if (test_bit(k % REMU_RD_MAP, m->bits)) {
+			remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
 			return 0;
+		}
 	}
-	if (skb_linearize(skb))
+	if (skb_linearize(skb)) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_NO_MEM);
 		return 0;		/* as if lost */
+	}
 	if (cb->paylen)
 		err = remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd),
 				    (struct remu_sge *)(w + 1), w->num_sge,
@@ -426,8 +433,10 @@ static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
 	 * before una is stale (duplicated, or overtaken by a later ACK):
 	 * acting on it would resend what has arrived.
 	 */
-	if (remu_psn_before(psn, e->una))
+	if (remu_psn_before(psn, e->una)) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
 		return;
+	}
 	remu_comp_upto(qp, psn, false);
 	remu_comp_progress(qp, psn, false);
 	if ((syn & REMU_AETH_TYPE_MASK) == REMU_AETH_RNR_NAK) {
@@ -468,8 +477,10 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	struct remu_swqe *sw;
 	int status;
 
-	if (qp->ib_qp.qp_type != IB_QPT_RC)
+	if (qp->ib_qp.qp_type != IB_QPT_RC) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
 		goto out;
+	}
 	/*
 	 * Nothing this QP sent is answered at or after sent_end: such an
 	 * ACK, NAK or response is forged or broken, and believing it would
@@ -512,6 +523,7 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		if (!(info->flags & REMU_OP_ATOMIC) &&
 		    remu_psn_before(psn, e->psn))
 			remu_comp_arm(qp);
+		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
 		goto out;
 	}
 	w = remu_req_copy(qp, idx);
@@ -520,8 +532,14 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 							  REMU_HDR_ATMACK);
 		__u64 orig = remu_atmack_orig(ack);
 
-		if (!remu_is_atomic(w->opcode) || sw->rcvd)
-			goto out;	/* not an atomic, or a duplicate */
+		if (!remu_is_atomic(w->opcode)) {
+			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_OP);
+			goto out;
+		}
+		if (sw->rcvd) {
+			remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
+			goto out;
+		}
 		if (remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd),
 				  (struct remu_sge *)(w + 1), w->num_sge, 0,
 				  &orig, 8, REMU_TO_MR, IB_ACCESS_LOCAL_WRITE)) {
@@ -537,13 +555,17 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_LEN);
 			goto out;
 		}
-		if (sw->rcvd)
-			goto out;	/* a duplicate */
+		if (sw->rcvd) {
+			remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
+			goto out;
+		}
 		sw->rcvd = 1;
 		remu_comp_progress(qp, psn + 1, true);
 	} else {
-		if (w->opcode != IB_UVERBS_WR_RDMA_READ)
+		if (w->opcode != IB_UVERBS_WR_RDMA_READ) {
+			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_OP);
 			goto out;
+		}
 		status = remu_comp_read_resp(qp, idx, sw, skb,
 					     remu_psn_diff(psn, sw->first_psn));
 		if (status) {

@@ -50,6 +50,24 @@ enum remu_counter {
 	REMU_CNT_RCVD_BAD_RESP_LEN,	/* READ response of the wrong length */
 	REMU_CNT_RCVD_STALE_DUP,	/* duplicate READ/atomic matching none
 					 * of the saved ones */
+	REMU_CNT_RCVD_RXQ_FULL,		/* the QP's receive list was full */
+	REMU_CNT_RCVD_BAD_QKEY,		/* UD: Q_Key not the QP's */
+	REMU_CNT_RCVD_BAD_OP_SEQ,	/* UC: opcode does not continue or
+					 * start a message */
+	REMU_CNT_RCVD_UC_BAD_WRITE,	/* UC: WRITE refused (key, bounds,
+					 * rights, length), its message lost */
+	REMU_CNT_RCVD_DUP_RESP,		/* response for a request answered
+					 * already, or a stale NAK */
+	REMU_CNT_RCVD_RESP_AHEAD,	/* READ response too far beyond the
+					 * first missing one to be kept */
+	REMU_CNT_RCVD_BAD_RESP_OP,	/* response of the wrong kind for the
+					 * request at its PSN */
+	REMU_CNT_RCVD_NO_MEM,		/* dropped for want of memory */
+	REMU_CNT_RCVD_MAD_TOO_LONG,	/* GSI: longer than a MAD */
+	/* requests the responder refused: NAK and QP to ERR (mlx5's names) */
+	REMU_CNT_RESP_REMOTE_ACCESS_ERR,
+	REMU_CNT_RESP_INVALID_REQ,
+	REMU_CNT_RESP_REMOTE_OP_ERR,
 	/* on-demand paging (remu_odp.c); names of the classic ODP counters */
 	REMU_CNT_ODP_PAGE_FAULTS,
 	REMU_CNT_ODP_PAGE_FAULT_PAGES,

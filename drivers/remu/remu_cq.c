@@ -116,7 +116,7 @@ int remu_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	}
 	if (udata && udata->outlen < sizeof(resp))
 		return -EINVAL;
-	if (atomic_inc_return(&rdev->q.nr_cq) > REMU_MAX_CQ) {
+	if (atomic_inc_return(&rdev->q.nr_cq) > rdev->attr.max_cq) {
 		err = -ENOMEM;
 		goto err_count;
 	}

@@ -15,6 +15,14 @@
  * allocation span two chunks, so the largest single allocation is the
  * largest chunk.  max_dm_size reports the whole pool.
  *
+ * Quota: one user context may hold at most dm_ctx_pct percent of its
+ * device's pool (module parameter, default 50, writable at run time;
+ * 100: no cap, as mlx5, which has a per-device total only); an
+ * allocation beyond it fails with ENOMEM as if the pool were full.  What
+ * counts is what the context's allocations keep out of the pool: an
+ * allocation freed while a mapping or an MR still holds its pages counts
+ * until they are gone (struct remu_dm_quota outlives the context for it).
+ *
  * Allocations: lengths are rounded up to PAGE_SIZE and start on a page (or
  * on 1 << log_align_req, if larger), so every allocation has pages of its
  * own and mapping it never shows another allocation's bytes.  The pages
@@ -59,6 +67,11 @@ module_param_named(dm_pool_kb, remu_dm_pool_size_kb, uint, 0444);
 MODULE_PARM_DESC(dm_pool_kb,
 		 "device memory per device, in KiB (default 1024, at most 65536; 0: none)");
 
+static unsigned int remu_dm_ctx_pct = REMU_DM_CTX_PCT_DEFAULT;
+module_param_named(dm_ctx_pct, remu_dm_ctx_pct, uint, 0644);
+MODULE_PARM_DESC(dm_ctx_pct,
+		 "percent of a device's memory pool one user context may hold (default 50; 100: no cap)");
+
 /**
  * struct remu_dm_pool - the device memory of one device
  * @gp:		genalloc pool over the chunks (PAGE_SIZE granules)
@@ -80,14 +93,62 @@ struct remu_dm_pool {
  * @ib_dm:	the core's object
  * @me:		its mmap entry; the entry's kref is the allocation's lifetime
  * @pool:	the pool it came from
+ * @quota:	its context's quota (referenced), charged with @size
  * @size:	bytes taken from the pool (the length rounded up to pages)
  */
 struct remu_dm {
 	struct ib_dm ib_dm;
 	struct remu_mmap_entry me;
 	struct remu_dm_pool *pool;
+	struct remu_dm_quota *quota;
 	size_t size;
 };
+
+/**
+ * struct remu_dm_quota - the device memory one user context holds
+ * @ref:	the context and each of its allocations
+ * @used:	bytes its allocations keep out of the pool
+ */
+struct remu_dm_quota {
+	struct kref ref;
+	atomic64_t used;
+};
+
+/** remu_dm_quota_new - the (empty) quota of a new user context, or NULL */
+struct remu_dm_quota *remu_dm_quota_new(void)
+{
+	struct remu_dm_quota *q = kzalloc(sizeof(*q), GFP_KERNEL_ACCOUNT);
+
+	if (q)
+		kref_init(&q->ref);
+	return q;
+}
+
+static void remu_dm_quota_release(struct kref *ref)
+{
+	kfree(container_of(ref, struct remu_dm_quota, ref));
+}
+
+/** remu_dm_quota_put - drop a reference (context freed, allocation gone) */
+void remu_dm_quota_put(struct remu_dm_quota *q)
+{
+	if (q)
+		kref_put(&q->ref, remu_dm_quota_release);
+}
+
+/* charge @size bytes to @q unless that passes the cap of @pool: 0 or -ENOMEM */
+static int remu_dm_quota_charge(struct remu_dm_quota *q,
+				const struct remu_dm_pool *pool, u64 size)
+{
+	u64 cap = div_u64(pool->size * clamp(READ_ONCE(remu_dm_ctx_pct), 1u,
+					     100u), 100);
+
+	if (atomic64_add_return(size, &q->used) > max_t(u64, cap, PAGE_SIZE)) {
+		atomic64_sub(size, &q->used);
+		return -ENOMEM;
+	}
+	return 0;
+}
 
 static inline struct remu_dm *to_remu_dm(struct ib_dm *ibdm)
 {
@@ -288,6 +349,8 @@ static void remu_dm_entry_free(struct remu_mmap_entry *me)
 	gen_pool_free(pool->gp, (unsigned long)me->buf, dm->size);
 	atomic64_sub(dm->size, &pool->in_use);
 	atomic_dec(&pool->nr_alloc);
+	atomic64_sub(dm->size, &dm->quota->used);
+	remu_dm_quota_put(dm->quota);
 	kfree(dm);
 	remu_obj_put(REMU_OBJ_DM);
 }
@@ -307,7 +370,8 @@ static const struct remu_mmap_ops remu_dm_mmap_ops = {
  * @attrs: the command, for the driver attribute out
  *
  * Return: the DM, or -EOPNOTSUPP (no pool), -EINVAL (zero length, an
- * alignment larger than a chunk), -ENOMEM (no free range large enough).
+ * alignment larger than a chunk), -ENOMEM (no free range large enough,
+ * or the context's quota would be passed).
  */
 struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 			    struct ib_dm_alloc_attr *attr,
@@ -315,6 +379,7 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 {
 	struct remu_dm_pool *pool = to_remu_dev(ibdev)->dm;
 	struct genpool_data_align align = { .align = PAGE_SIZE };
+	struct remu_dm_quota *quota;
 	struct remu_alloc_dm_resp resp = {};
 	struct remu_dm *dm;
 	unsigned long addr;
@@ -330,16 +395,19 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 	if (attr->alignment > PAGE_SHIFT)
 		align.align = 1 << attr->alignment;
 
-	dm = kzalloc(sizeof(*dm), GFP_KERNEL);
-	if (!dm)
+	quota = to_remu_uc(uctx)->dmq;
+	if (remu_dm_quota_charge(quota, pool, PAGE_ALIGN(attr->length)))
 		return ERR_PTR(-ENOMEM);
+	dm = kzalloc(sizeof(*dm), GFP_KERNEL_ACCOUNT);
+	if (!dm)
+		goto err_quota;
 	dm->pool = pool;
 	dm->size = PAGE_ALIGN(attr->length);
 	addr = gen_pool_alloc_algo(pool->gp, dm->size,
 				   gen_pool_first_fit_align, &align);
 	if (!addr) {
 		kfree(dm);
-		return ERR_PTR(-ENOMEM);
+		goto err_quota;
 	}
 	/* no bytes of an earlier allocation reach a new owner */
 	memset((void *)addr, 0, dm->size);
@@ -353,9 +421,12 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 		atomic64_sub(dm->size, &pool->in_use);
 		atomic_dec(&pool->nr_alloc);
 		kfree(dm);
+		atomic64_sub(PAGE_ALIGN(attr->length), &quota->used);
 		return ERR_PTR(err);
 	}
 	/* from here on the entry owns dm: remu_dm_entry_free() undoes all */
+	kref_get(&quota->ref);
+	dm->quota = quota;
 	remu_obj_get(REMU_OBJ_DM);
 
 	resp.mmap_offset = rdma_user_mmap_get_offset(&dm->me.rdma);
@@ -367,6 +438,10 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 		return ERR_PTR(err);
 	}
 	return &dm->ib_dm;
+
+err_quota:
+	atomic64_sub(PAGE_ALIGN(attr->length), &quota->used);
+	return ERR_PTR(-ENOMEM);
 }
 
 /**

@@ -129,6 +129,7 @@ static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
 
 	remu_init_attr(rdev);
 	remu_mr_dev_init(rdev);
+	remu_limits_apply(rdev);	/* the module parameters max_* */
 	ib_set_device_ops(&rdev->ib_dev, &remu_dev_ops);
 	/* from here on, ib_dealloc_device() undoes all through dealloc_driver */
 	err = remu_dm_dev_init(rdev);	/* the device memory pool */

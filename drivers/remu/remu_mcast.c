@@ -20,7 +20,9 @@
  * call): UD QPs only, a multicast MGID only (EINVAL); at most
  * REMU_MAX_MCAST_GRP groups, REMU_MAX_MCAST_QP_ATTACH QPs per group and
  * REMU_MAX_TOTAL_MCAST_QP_ATTACH attachments per device (ENOMEM);
- * attaching a QP that is attached already does nothing and succeeds;
+ * attaching a QP that is attached already succeeds and only counts
+ * the attach (the core counts every successful attach in qp->usecnt and
+ * detaches each one: the QP stays attached until the last detach);
  * detaching one that is not attached is EINVAL.  A process's double
  * attach and stray detach never get here: uverbs answers them itself,
  * and it refuses to destroy an attached QP (EBUSY, as the core does for
@@ -32,7 +34,8 @@
  * one copy to each attached QP (skb_clone, the last QP gets the
  * original) through remu_rcv_qp(); the responder then checks each QP's
  * Q_Key on its own copy.  Counted: rcvd_mcast_pkts once per packet that
- * found a group, rcvd_mcast_no_qp for one that found none.  A QP created
+ * found a group, rcvd_mcast_no_qp for one that found none, rcvd_no_mem
+ * for a copy that could not be made.  A QP created
  * with IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK gets no copy of what it sent
  * itself (the IP stack loops a packet back to the sending netdev when
  * the netdev is a member of the group; every other attached QP of the
@@ -97,10 +100,15 @@ struct remu_mcg {
  * @node:	in remu_mcg.qps
  * @qp:		the QP; the core keeps it alive while attached
  *		(qp->usecnt)
+ * @refs:	successful attaches not detached yet, under remu_mcast.lock:
+ *		the core counts each in qp->usecnt and detaches each once
+ *		(uverbs keys a process's attachments by MGID and MLID, so
+ *		one QP may attach one group under two MLIDs)
  */
 struct remu_mca {
 	struct list_head node;
 	struct remu_qp *qp;
+	unsigned int refs;
 };
 
 /**
@@ -197,7 +205,8 @@ static void remu_mcg_leave(struct remu_dev *rdev, const struct in6_addr *mgid)
  * @lid: the MLID, unused on RoCE (the core accepts any)
  *
  * Context: process context; may sleep (rtnl_lock).
- * Return: 0 (also when @ibqp is attached already), -EINVAL for a QP that
+ * Return: 0 (also when @ibqp is attached already: counted, see struct
+ * remu_mca), -EINVAL for a QP that
  * is not UD or an MGID that is not multicast, -ENOMEM at a limit or out
  * of memory, -ENODEV when the netdev has no IP state of the MGID's
  * family.
@@ -218,12 +227,19 @@ int remu_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	if (!a)
 		return -ENOMEM;
 	a->qp = qp;
+	a->refs = 1;
 
 	mutex_lock(&mc->lock);
 	g = remu_mcg_find(mc, mgid);
-	err = 0;
-	if (g && remu_mcg_mca(g, qp))
-		goto out_free;			/* attached already */
+	if (g) {
+		struct remu_mca *old = remu_mcg_mca(g, qp);
+
+		err = 0;
+		if (old) {			/* attached already */
+			old->refs++;
+			goto out_free;
+		}
+	}
 	err = -ENOMEM;
 	if (mc->nattach >= REMU_MAX_TOTAL_MCAST_QP_ATTACH ||
 	    (g && g->nqps >= REMU_MAX_MCAST_QP_ATTACH) ||
@@ -269,7 +285,8 @@ out_free:
  * When this returns, no receive path delivers to @ibqp for the group
  * any more (packets already queued on the QP are still processed).
  * Context: process context; may sleep (rtnl_lock, an RCU grace period).
- * Return: 0, or -EINVAL if @ibqp is not attached to @gid.
+ * Return: 0 (the QP stays attached if it was attached more than once),
+ * or -EINVAL if @ibqp is not attached to @gid.
  */
 int remu_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 {
@@ -287,6 +304,10 @@ int remu_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	if (!a) {
 		mutex_unlock(&mc->lock);
 		return -EINVAL;
+	}
+	if (--a->refs) {		/* attached more than once */
+		mutex_unlock(&mc->lock);
+		return 0;
 	}
 	list_del_rcu(&a->node);
 	mc->nattach--;
@@ -391,6 +412,8 @@ void remu_mcast_rcv(struct remu_dev *rdev, struct sk_buff *skb,
 			copy = skb_clone(skb, GFP_ATOMIC);
 			if (copy)
 				remu_rcv_qp(last, copy, pkt);
+			else
+				remu_count(rdev, REMU_CNT_RCVD_NO_MEM);
 			remu_qp_put(last);
 		}
 		last = qp;

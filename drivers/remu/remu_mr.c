@@ -572,7 +572,7 @@ struct ib_mr *remu_mr_publish(struct remu_mr *mr)
 	u32 index;
 	int err;
 
-	if (atomic_inc_return(&t->count) > REMU_MAX_MR) {
+	if (atomic_inc_return(&t->count) > mr->rdev->attr.max_mr) {
 		err = -ENOMEM;
 		goto err_count;
 	}
@@ -742,8 +742,9 @@ struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 		return ERR_PTR(-ENOMEM);
 	}
 	npages = ib_umem_num_pages(umem);
+	/* the pages are charged to RLIMIT_MEMLOCK, their array to the memcg */
 	mr->pages = kvcalloc(npages, sizeof(*mr->pages),
-			     GFP_KERNEL | __GFP_NOWARN);
+			     GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!mr->pages) {
 		ib_umem_release(umem);
 		kfree(mr);

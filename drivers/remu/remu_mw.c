@@ -315,7 +315,7 @@ static int remu_alloc_mw_mkey(struct ib_mw *ibmw, struct ib_udata *udata)
  * @ibmw:	the core's MW (pd and type set)
  * @udata:	none for a window; struct remu_alloc_mw_cmd for an indirect key
  *
- * Return: 0, -ENOMEM (no memory, or REMU_MAX_MW windows live), or an
+ * Return: 0, -ENOMEM (no memory, or max_mw windows live), or an
  * xarray error.
  */
 int remu_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
@@ -333,7 +333,7 @@ int remu_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
 		if (err != -ENOENT)
 			return err;
 	}
-	if (atomic_inc_return(&t->mw_count) > REMU_MAX_MW) {
+	if (atomic_inc_return(&t->mw_count) > rdev->attr.max_mw) {
 		err = -ENOMEM;
 		goto err_count;
 	}

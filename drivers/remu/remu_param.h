@@ -49,6 +49,8 @@
  */
 #define REMU_DM_POOL_DEFAULT_KB	1024
 #define REMU_DM_POOL_MAX_KB	65536
+/* the share of a device's pool one user context may hold (dm_ctx_pct) */
+#define REMU_DM_CTX_PCT_DEFAULT	50
 
 /* queues (remu_cq.c, remu_qp.c, remu_srq.c, remu_ah.c) */
 #define REMU_MAX_QP		16384

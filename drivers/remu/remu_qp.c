@@ -168,7 +168,7 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		uc = rdma_udata_to_drv_context(udata, struct remu_ucontext,
 					       ib_uc);
 	}
-	if (atomic_inc_return(&rdev->q.nr_qp) > REMU_MAX_QP) {
+	if (atomic_inc_return(&rdev->q.nr_qp) > rdev->attr.max_qp) {
 		err = -ENOMEM;
 		goto err_count;
 	}

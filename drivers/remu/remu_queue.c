@@ -2,10 +2,18 @@
 /*
  * remu_queue.c - rings shared with userspace, and their mmap.
  *
- * Owns: the ring buffers of every CQ, SQ, RQ and SRQ (one vmalloc_user()
- * buffer each: struct remu_ring_hdr, then a power-of-two number of
- * fixed-size slots), the mmap entries through which userspace maps them,
- * the module's workqueue and the kmem_cache of mmap entries.
+ * Owns: the ring buffers of every CQ, SQ, RQ and SRQ (one vmalloc()ed,
+ * zeroed buffer each: struct remu_ring_hdr, then a power-of-two number
+ * of fixed-size slots), the mmap entries through which userspace maps
+ * them, the module's workqueue and the kmem_cache of mmap entries.
+ *
+ * Accounting: the rings of user objects are charged to the memory cgroup
+ * of the process that creates them (__GFP_ACCOUNT), as the kernel
+ * charges other kernel memory a process maps and keeps resident (BPF
+ * maps, io_uring rings); a container cannot pin more of it than its
+ * memory.max.  They are not charged to RLIMIT_MEMLOCK: that limit is for
+ * the process's own pages pinned by ib_umem_get() (pinned MRs), which is
+ * what mlx5's rings are (user memory); docs/compatibility.md.
  *
  * Trust: for a ring userspace maps, the header is writable by the process.
  * The kernel keeps its own copy of the geometry (size, mask, slot size)
@@ -57,7 +65,8 @@ struct workqueue_struct *remu_wq;
  * @slot_size: bytes per slot, a multiple of 8
  * @user: which side userspace will own
  *
- * Context: process context, may sleep.
+ * Context: process context, may sleep; a user ring is charged to the
+ * caller's memory cgroup.
  * Return: 0, -EINVAL for zero or absurd sizes, or -ENOMEM.
  */
 int remu_queue_init(struct remu_queue *q, u32 min_slots, u32 slot_size,
@@ -70,7 +79,14 @@ int remu_queue_init(struct remu_queue *q, u32 min_slots, u32 slot_size,
 		return -EINVAL;
 	n = roundup_pow_of_two(min_slots);
 	q->size = PAGE_ALIGN(REMU_RING_HDR_SIZE + (size_t)n * slot_size);
-	q->buf = vmalloc_user(q->size);
+	/*
+	 * A process's ring: charged to its memcg, and a ring beyond the
+	 * memcg's limit fails (ENOMEM) rather than invoking its OOM killer.
+	 */
+	q->buf = __vmalloc(q->size, user == REMU_RING_KERNEL ?
+			   GFP_KERNEL | __GFP_ZERO :
+			   GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN |
+			   __GFP_RETRY_MAYFAIL);
 	if (!q->buf)
 		return -ENOMEM;
 	remu_obj_get(REMU_OBJ_RING);

@@ -10,14 +10,14 @@
  * Owns only the hand-off: find the QP by the BTH destination QPN
  * (remu_qp_get()), drop the packet (counted in rcvd_no_qp) if there is
  * none, it is of another transport, or it is not in a state that
- * receives; drop an RC or UC packet that does not come from the QP's
- * peer to the QP's own address (its IP source and destination must be
- * the path's destination and source GIDs, as on rxe; counted in
- * rcvd_bad_path), so that a host that learns a QPN and an rkey cannot
- * write into the QP's memory or send into it; otherwise queue the skb
- * on the QP's bounded list (qp->eng.rxq) and queue the QP's work item,
- * where the completer and responder process it (remu_req.c,
- * remu_resp.c, remu_comp.c).  A packet to the multicast QPN (0xffffff)
+ * receives, or (rcvd_rxq_full) if its packet list is full; drop an RC
+ * or UC packet that does not come from the QP's peer to the QP's own
+ * address (its IP source and destination must be the path's destination
+ * and source GIDs, as on rxe; counted in rcvd_bad_path), so that a host
+ * that learns a QPN and an rkey cannot write into the QP's memory or send
+ * into it; otherwise queue the skb on the QP's bounded list
+ * (qp->eng.rxq) and queue the QP's work item, where the completer and
+ * responder process it (remu_req.c, remu_resp.c, remu_comp.c).  A packet to the multicast QPN (0xffffff)
  * goes to remu_mcast_rcv() (remu_mcast.c), which hands a copy to each
  * attached QP through remu_rcv_qp().
  *
@@ -71,9 +71,10 @@ static bool remu_rcv_path_ok(struct remu_qp *qp, struct sk_buff *skb)
  * @skb: the packet; consumed
  * @pkt: its parsed view
  *
- * Drops the packet if @qp is of another transport, not in a state that
- * receives or has a full receive list (counted in rcvd_no_qp), or if it
- * does not come from the QP's path (rcvd_bad_path).
+ * Drops the packet if @qp is of another transport or not in a state that
+ * receives (counted in rcvd_no_qp), has a full receive list
+ * (rcvd_rxq_full), or if it does not come from the QP's path
+ * (rcvd_bad_path).
  * Context: softirq, as remu_rcv().
  */
 void remu_rcv_qp(struct remu_qp *qp, struct sk_buff *skb,
@@ -86,9 +87,13 @@ void remu_rcv_qp(struct remu_qp *qp, struct sk_buff *skb,
 	s = smp_load_acquire(&qp->state);
 	if (!remu_rcv_type_ok(qp, pkt->info->transport) ||
 	    (s != IB_QPS_RTR && s != IB_QPS_RTS && s != IB_QPS_SQD) ||
-	    ((pkt->info->flags & REMU_OP_RESP) && s == IB_QPS_RTR) ||
-	    skb_queue_len(&qp->eng.rxq) >= REMU_RXQ_MAX) {
+	    ((pkt->info->flags & REMU_OP_RESP) && s == IB_QPS_RTR)) {
 		remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
+		kfree_skb(skb);
+		return;
+	}
+	if (skb_queue_len(&qp->eng.rxq) >= REMU_RXQ_MAX) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_RXQ_FULL);
 		kfree_skb(skb);
 		return;
 	}

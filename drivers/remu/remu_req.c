@@ -63,21 +63,20 @@ static void remu_eng_timer(struct timer_list *t)
 int remu_eng_init(struct remu_qp *qp)
 {
 	struct remu_qp_eng *e = &qp->eng;
+	/* a process's QP: charged to its memory cgroup, as its rings */
+	gfp_t gfp = qp->is_user ? GFP_KERNEL_ACCOUNT : GFP_KERNEL;
 
 	skb_queue_head_init(&e->rxq);
 	timer_setup(&e->timer, remu_eng_timer, 0);
-	e->st = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->st), GFP_KERNEL);
-	e->copy = kvcalloc(qp->sq.ring.num_slots, qp->sq.ring.slot_size,
-			   GFP_KERNEL);
+	e->st = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->st), gfp);
+	e->copy = kvcalloc(qp->sq.ring.num_slots, qp->sq.ring.slot_size, gfp);
 	if (!qp->is_user)
 		e->kreg = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->kreg),
 				   GFP_KERNEL);
 	if (qp->ib_qp.qp_type == IB_QPT_RC)
-		e->res = kvcalloc(REMU_MAX_RD_ATOMIC, sizeof(*e->res),
-				  GFP_KERNEL);
+		e->res = kvcalloc(REMU_MAX_RD_ATOMIC, sizeof(*e->res), gfp);
 	if (remu_qp_type(qp) == IB_QPT_UD)
-		e->uav = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->uav),
-				  GFP_KERNEL);
+		e->uav = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->uav), gfp);
 	if (!e->st || !e->copy || (!qp->is_user && !e->kreg) ||
 	    (qp->ib_qp.qp_type == IB_QPT_RC && !e->res) ||
 	    (remu_qp_type(qp) == IB_QPT_UD && !e->uav)) {
@@ -202,6 +201,8 @@ void remu_eng_run(struct remu_qp *qp)
 		enum ib_qp_state s = READ_ONCE(qp->state);
 
 		if (s == IB_QPS_ERR || s == IB_QPS_RESET) {
+			/* the QP stopped receiving since remu_rcv() */
+			remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
 			kfree_skb(skb);
 			continue;
 		}

@@ -95,6 +95,10 @@ static void remu_resp_ack(struct remu_qp *qp, u32 psn, u8 syn, u8 opcode,
  */
 static void remu_resp_fatal(struct remu_qp *qp, u32 psn, u8 syn, bool event)
 {
+	remu_count(qp->rdev, syn == REMU_AETH_NAK_REM_ACC_ERR ?
+		   REMU_CNT_RESP_REMOTE_ACCESS_ERR :
+		   syn == REMU_AETH_NAK_INVALID_REQ ?
+		   REMU_CNT_RESP_INVALID_REQ : REMU_CNT_RESP_REMOTE_OP_ERR);
 	remu_qp_error(qp);
 	if (qp->ib_qp.qp_type == IB_QPT_RC)
 		remu_resp_ack(qp, psn, syn, REMU_ACK, 0);
@@ -724,24 +728,32 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	u8 syn;
 	int err;
 
-	if (READ_ONCE(qp->state) == IB_QPS_INIT)
+	if (READ_ONCE(qp->state) == IB_QPS_INIT) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
 		goto drop;
-	if (skb_linearize(skb))
+	}
+	if (skb_linearize(skb)) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_NO_MEM);
 		goto drop;
+	}
 	bth = (struct remu_bth *)skb->data;
 
 	if (type == IB_QPT_UD) {
 		struct remu_deth *deth = remu_pkt_hdr_of(skb, info,
 							 REMU_HDR_DETH);
 
-		if (!deth || remu_deth_qkey(deth) != qp->attr.qkey)
+		if (!deth || remu_deth_qkey(deth) != qp->attr.qkey) {
+			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_QKEY);
 			goto drop;
+		}
 		/*
 		 * GSI: a MAD fits ib_mad's receive buffers; anything longer
 		 * is dropped before it takes (and errors) one of them.
 		 */
-		if (remu_qp_is_gsi(qp) && cb->paylen > IB_MGMT_MAD_SIZE)
+		if (remu_qp_is_gsi(qp) && cb->paylen > IB_MGMT_MAD_SIZE) {
+			remu_count(qp->rdev, REMU_CNT_RCVD_MAD_TOO_LONG);
 			goto drop;
+		}
 		if (!remu_resp_get_rwqe(qp)) {
 			remu_resp_no_recv(qp, psn);
 			goto drop;
@@ -780,8 +792,10 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		e->in_write = false;
 		e->roff = 0;
 		e->rpsn = psn;
-		if (!(info->flags & (REMU_OP_FIRST | REMU_OP_ONLY)))
+		if (!(info->flags & (REMU_OP_FIRST | REMU_OP_ONLY))) {
+			remu_count(qp->rdev, REMU_CNT_OUT_OF_SEQ_REQ);
 			goto next;
+		}
 	}
 	e->nak_sent = false;
 	/* the first packet a QP in RTR takes: communication established */
@@ -797,6 +811,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		}
 		e->in_send = false;
 		e->in_write = false;
+		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_OP_SEQ);
 		goto next;
 	}
 	end = info->flags & (REMU_OP_LAST | REMU_OP_ONLY);
@@ -830,8 +845,11 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 			 * (IBA class D), a receive it took stays for the
 			 * next one, and the QP goes on.
 			 */
-			if (!rc)
+			if (!rc) {
+				remu_count(qp->rdev,
+					   REMU_CNT_RCVD_UC_BAD_WRITE);
 				goto next;
+			}
 			remu_resp_fatal(qp, psn, err == -EACCES ?
 					REMU_AETH_NAK_REM_ACC_ERR :
 					REMU_AETH_NAK_INVALID_REQ, true);

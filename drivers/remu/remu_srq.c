@@ -38,7 +38,7 @@ int remu_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		if (udata->outlen < sizeof(resp))
 			return -EINVAL;
 	}
-	if (atomic_inc_return(&rdev->q.nr_srq) > REMU_MAX_SRQ) {
+	if (atomic_inc_return(&rdev->q.nr_srq) > rdev->attr.max_srq) {
 		err = -ENOMEM;
 		goto err_count;
 	}

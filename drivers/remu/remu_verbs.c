@@ -4,11 +4,23 @@
  * port queries, user contexts, protection domains, and the ib_device_ops
  * table that lists every verb remu implements.
  *
+ * Limits: every object count the device reports (max_pd, max_qp,
+ * max_cq, max_srq, max_mr, max_mw, max_ah) is enforced where the object
+ * is made, with ENOMEM as mlx5 (its firmware's "resources exceeded"),
+ * and so is the number of user contexts per device (max_ucontext, which
+ * the verbs do not report).  Each is a module parameter of the same
+ * name, read when a device is created, that can lower the default (the
+ * compile-time maximum in remu_param.h) but not raise it: a host can
+ * give its remu devices the size of a smaller NIC.
+ *
  * Locking: the attributes here are fixed at creation or read live from
  * the netdev (under the reference ib_device_get_netdev() takes); PDs
  * carry no state of their own; a context's only state is its mapping
- * tracker (remu_umap.c, its own lock), so nothing here takes a lock.
+ * tracker (remu_umap.c, its own lock) and its device memory quota
+ * (remu_dm.c); the live counts are atomics, so nothing here takes a
+ * lock.
  */
+#include <linux/module.h>
 #include <linux/sysfs.h>
 #include <net/addrconf.h>
 #include <rdma/ib_cache.h>
@@ -17,6 +29,59 @@
 
 #include "remu.h"
 #include "remu_qp.h"
+
+static unsigned int remu_max_pd = REMU_MAX_PD;
+module_param_named(max_pd, remu_max_pd, uint, 0444);
+MODULE_PARM_DESC(max_pd, "protection domains per device (default and maximum 65536)");
+static unsigned int remu_max_qp = REMU_MAX_QP;
+module_param_named(max_qp, remu_max_qp, uint, 0444);
+MODULE_PARM_DESC(max_qp, "QPs per device, the GSI QP included (default and maximum 16384)");
+static unsigned int remu_max_cq = REMU_MAX_CQ;
+module_param_named(max_cq, remu_max_cq, uint, 0444);
+MODULE_PARM_DESC(max_cq, "CQs per device (default and maximum 16384)");
+static unsigned int remu_max_srq = REMU_MAX_SRQ;
+module_param_named(max_srq, remu_max_srq, uint, 0444);
+MODULE_PARM_DESC(max_srq, "SRQs per device (default and maximum 16384)");
+static unsigned int remu_max_mr = REMU_MAX_MR;
+module_param_named(max_mr, remu_max_mr, uint, 0444);
+MODULE_PARM_DESC(max_mr, "memory regions per device (default and maximum 1048576)");
+static unsigned int remu_max_mw = REMU_MAX_MW;
+module_param_named(max_mw, remu_max_mw, uint, 0444);
+MODULE_PARM_DESC(max_mw, "memory windows per device (default and maximum 65536)");
+static unsigned int remu_max_ah = REMU_MAX_AH;
+module_param_named(max_ah, remu_max_ah, uint, 0444);
+MODULE_PARM_DESC(max_ah, "address handles per device (default and maximum 65536)");
+static unsigned int remu_max_uctx = REMU_MAX_UCONTEXT;
+module_param_named(max_ucontext, remu_max_uctx, uint, 0444);
+MODULE_PARM_DESC(max_ucontext, "open user contexts per device (default and maximum 512)");
+
+/* @param, at least 1 (the kernel's own objects need it) and at most @max */
+static int remu_limit(unsigned int param, unsigned int max)
+{
+	return clamp(param, 1u, max);
+}
+
+/**
+ * remu_limits_apply - the module parameters max_* on a new device
+ * @rdev: the device, its attributes filled in (remu_init_attr(),
+ *	  remu_mr_dev_init())
+ *
+ * Each limit reported is the one enforced: lowered here, never raised.
+ */
+void remu_limits_apply(struct remu_dev *rdev)
+{
+	struct ib_device_attr *a = &rdev->attr;
+
+	a->max_pd = remu_limit(remu_max_pd, REMU_MAX_PD);
+	a->max_qp = remu_limit(remu_max_qp, REMU_MAX_QP);
+	a->max_cq = remu_limit(remu_max_cq, REMU_MAX_CQ);
+	a->max_srq = remu_limit(remu_max_srq, REMU_MAX_SRQ);
+	a->max_mr = remu_limit(remu_max_mr, REMU_MAX_MR);
+	a->max_mw = remu_limit(remu_max_mw, REMU_MAX_MW);
+	a->max_ah = remu_limit(remu_max_ah, REMU_MAX_AH);
+	atomic_set(&rdev->nr_pd, 0);
+	atomic_set(&rdev->nr_uctx, 0);
+}
 
 /**
  * remu_init_attr - fill in the device attributes of a new device
@@ -211,6 +276,7 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 			     REMU_UCTX_FLUSH_ATOMIC_WRITE |
 			     REMU_UCTX_INDIRECT_MKEY,
 	};
+	struct remu_dev *rdev = to_remu_dev(uctx->device);
 	struct remu_ucontext *uc = to_remu_uc(uctx);
 	int err;
 
@@ -220,9 +286,19 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 			       min_t(size_t, sizeof(resp), udata->outlen));
 	if (err)
 		return err;
+	/* as mlx5 when it has no doorbell pages left for another context */
+	if (atomic_inc_return(&rdev->nr_uctx) >
+	    remu_limit(remu_max_uctx, REMU_MAX_UCONTEXT)) {
+		err = -ENOMEM;
+		goto err_count;
+	}
+	err = -ENOMEM;
 	uc->umap = remu_umap_alloc();
 	if (!uc->umap)
-		return -ENOMEM;
+		goto err_count;
+	uc->dmq = remu_dm_quota_new();
+	if (!uc->dmq)
+		goto err_umap;
 	/*
 	 * With disassociate_ucontext the core no longer pins the module for
 	 * an open device; remu does, per context, so that rmmod with a live
@@ -230,16 +306,28 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 	 * disassociates the context, which drops this reference).
 	 */
 	if (!try_module_get(THIS_MODULE)) {
-		remu_umap_put(uc->umap);
-		return -ENODEV;
+		err = -ENODEV;
+		goto err_dmq;
 	}
 	remu_obj_get(REMU_OBJ_UCONTEXT);
 	return 0;
+
+err_dmq:
+	remu_dm_quota_put(uc->dmq);
+err_umap:
+	remu_umap_put(uc->umap);
+err_count:
+	atomic_dec(&rdev->nr_uctx);
+	return err;
 }
 
 static void remu_dealloc_ucontext(struct ib_ucontext *uctx)
 {
-	remu_umap_put(to_remu_uc(uctx)->umap);
+	struct remu_ucontext *uc = to_remu_uc(uctx);
+
+	remu_dm_quota_put(uc->dmq);
+	remu_umap_put(uc->umap);
+	atomic_dec(&to_remu_dev(uctx->device)->nr_uctx);
 	remu_obj_put(REMU_OBJ_UCONTEXT);
 	module_put(THIS_MODULE);
 }
@@ -257,12 +345,19 @@ static void remu_disassociate_ucontext(struct ib_ucontext *uctx)
 
 static int remu_alloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
+	struct remu_dev *rdev = to_remu_dev(ibpd->device);
+
+	if (atomic_inc_return(&rdev->nr_pd) > rdev->attr.max_pd) {
+		atomic_dec(&rdev->nr_pd);
+		return -ENOMEM;
+	}
 	remu_obj_get(REMU_OBJ_PD);
 	return 0;
 }
 
 static int remu_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 {
+	atomic_dec(&to_remu_dev(ibpd->device)->nr_pd);
 	remu_obj_put(REMU_OBJ_PD);
 	return 0;
 }
