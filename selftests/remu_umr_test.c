@@ -941,8 +941,17 @@ TEST_F(umr, race_reconfigure)
  * for this test only; v0 has remu0):
  * remudv_is_supported() says no, the calls fail with EOPNOTSUPP.
  */
+/*
+ * rxe binds UDP 4791 in the initial namespace, where remu0 holds it: remu0
+ * steps aside for the test (as remu_rxe_in/remu_rxe_out in remu_lib.sh)
+ * and comes back, active, at the end.
+ */
 #define RXE_GONE	"rdma link delete umrrxe0 2>/dev/null; " \
-			"ip link del umrv0 2>/dev/null; modprobe -r rdma_rxe"
+			"ip link del umrv0 2>/dev/null; modprobe -r rdma_rxe; " \
+			"rdma link show remu0/1 >/dev/null 2>&1 || " \
+			"rdma link add remu0 type remu netdev v0; " \
+			"for i in $(seq 50); do ibv_devinfo -d remu0 | " \
+			"grep -q PORT_ACTIVE && exit 0; sleep 0.1; done; exit 1"
 
 TEST(not_remu)
 {
@@ -958,7 +967,10 @@ TEST(not_remu)
 	struct ibv_qp *qp;
 	int n, i, rxe = -1;
 
-	if (remu_sh("modprobe rdma_rxe 2>/dev/null && "
+	if (remu_sh("rdma link delete remu0 && "
+		    "for i in $(seq 50); do rdma link show remu0/1 "
+		    ">/dev/null 2>&1 || break; sleep 0.1; done && "
+		    "modprobe rdma_rxe 2>/dev/null && "
 		    "ip link add umrv0 type veth peer name umrv1 && "
 		    "ip link set umrv0 up && ip link set umrv1 up && "
 		    "rdma link add umrrxe0 type rxe netdev umrv0")) {
