@@ -228,7 +228,7 @@ DECLARE_EVENT_CLASS(remu_mr_class,
 		__entry->iova = mr->iova;
 		__entry->length = mr->length;
 	),
-	TP_printk("%s key=0x%x kind=%s iova=0x%llx length=%llu access=0x%x pinned=%u",
+	TP_printk("dev=%s key=0x%x kind=%s iova=0x%llx length=%llu access=0x%x pinned=%u",
 		  __entry->dev, __entry->key, remu_show_mr_kind(__entry->kind),
 		  __entry->iova, __entry->length, __entry->access,
 		  __entry->pinned)
@@ -273,7 +273,7 @@ TRACE_EVENT(remu_mr_rereg,
 		__entry->iova = mr->iova;
 		__entry->length = mr->length;
 	),
-	TP_printk("%s key=0x%x flags=%s%s%s err=%d kind=%s->%s iova=0x%llx length=%llu access=0x%x",
+	TP_printk("dev=%s key=0x%x flags=%s%s%s err=%d old_kind=%s new_kind=%s iova=0x%llx length=%llu access=0x%x",
 		  __entry->dev, __entry->key,
 		  __entry->flags & IB_MR_REREG_TRANS ? "T" : "",
 		  __entry->flags & IB_MR_REREG_PD ? "P" : "",
@@ -319,11 +319,9 @@ TRACE_EVENT(remu_odp_fault,
 		__entry->prefetch = prefetch;
 		__entry->fault = fault;
 	),
-	TP_printk("%s key=0x%x va=0x%llx len=%llu %s%s%s pages=%d err=%d ns=%llu",
+	TP_printk("dev=%s key=0x%x va=0x%llx len=%llu write=%u prefetch=%u fault=%u pages=%d err=%d ns=%llu",
 		  __entry->dev, __entry->key, __entry->va, __entry->len,
-		  __entry->write ? "write" : "read",
-		  __entry->prefetch ? " prefetch" : "",
-		  __entry->fault ? "" : " no_fault",
+		  __entry->write, __entry->prefetch, __entry->fault,
 		  __entry->pages, __entry->err, __entry->ns)
 );
 
@@ -352,7 +350,7 @@ TRACE_EVENT(remu_odp_invalidate,
 		__entry->end = end;
 		__entry->pages = pages;
 	),
-	TP_printk("%s key=0x%x start=0x%llx end=0x%llx pages=%llu event=%s",
+	TP_printk("dev=%s key=0x%x start=0x%llx end=0x%llx pages=%llu event=%s",
 		  __entry->dev, __entry->key, __entry->start, __entry->end,
 		  __entry->pages, remu_show_mmu_event(__entry->event))
 );
@@ -378,10 +376,10 @@ TRACE_EVENT(remu_odp_prefetch,
 		__entry->fault = fault;
 		__entry->sync = sync;
 	),
-	TP_printk("%s advice=%s num_sge=%u %s err=%d", __entry->dev,
+	TP_printk("dev=%s advice=%s num_sge=%u flush=%u err=%d", __entry->dev,
 		  !__entry->fault ? "PREFETCH_NO_FAULT" :
 		  __entry->write ? "PREFETCH_WRITE" : "PREFETCH",
-		  __entry->num_sge, __entry->sync ? "flush" : "async",
+		  __entry->num_sge, __entry->sync,
 		  __entry->err)
 );
 
@@ -403,7 +401,7 @@ TRACE_EVENT(remu_odp_implicit_child,
 		__entry->start = start;
 		__entry->size = size;
 	),
-	TP_printk("%s key=0x%x start=0x%llx size=%llu err=%d", __entry->dev,
+	TP_printk("dev=%s key=0x%x start=0x%llx size=%llu err=%d", __entry->dev,
 		  __entry->key, __entry->start, __entry->size, __entry->err)
 );
 
@@ -425,7 +423,7 @@ DECLARE_EVENT_CLASS(remu_dm_class,
 		__entry->size = size;
 		__entry->in_use = in_use;
 	),
-	TP_printk("%s mmap_off=0x%llx size=%llu in_use=%llu", __entry->dev,
+	TP_printk("dev=%s mmap_off=0x%llx size=%llu in_use=%llu", __entry->dev,
 		  __entry->mmap_off, __entry->size, __entry->in_use)
 );
 
@@ -464,7 +462,7 @@ TRACE_EVENT(remu_dm_map,
 		__entry->size = size;
 		__entry->va = va;
 	),
-	TP_printk("%s mmap_off=0x%llx size=%llu va=0x%llx", __entry->dev,
+	TP_printk("dev=%s mmap_off=0x%llx size=%llu va=0x%llx", __entry->dev,
 		  __entry->mmap_off, __entry->size, __entry->va)
 );
 
@@ -492,7 +490,7 @@ DECLARE_EVENT_CLASS(remu_dmabuf_class,
 		__entry->key = key;
 		__entry->ret = ret;
 	),
-	TP_printk("%s ino=%llu size=%llu key=0x%x ret=%d", __entry->dev,
+	TP_printk("dev=%s ino=%llu size=%llu key=0x%x ret=%d", __entry->dev,
 		  __entry->ino, __entry->size, __entry->key, __entry->ret)
 );
 
@@ -545,7 +543,7 @@ TRACE_EVENT(remu_mw_bind,
 		__entry->addr = b->addr;
 		__entry->length = b->length;
 	),
-	TP_printk("%s mw=0x%x new_key=0x%x type=%s mr=0x%x addr=0x%llx length=%llu access=0x%x qpn=%u err=%d",
+	TP_printk("dev=%s mw=0x%x new_key=0x%x type=%s mr=0x%x addr=0x%llx length=%llu access=0x%x qpn=%u err=%d",
 		  __entry->dev, __entry->mw_key, __entry->new_key,
 		  __entry->type == IB_MW_TYPE_2 ? "2B" :
 		  __entry->type == IB_MW_TYPE_1 ? "1" : "?", __entry->mr_key,
@@ -569,7 +567,7 @@ TRACE_EVENT(remu_mw_invalidate,
 		__entry->qpn = qpn;
 		__entry->err = err;
 	),
-	TP_printk("%s key=0x%x qpn=%u err=%d", __entry->dev, __entry->key,
+	TP_printk("dev=%s key=0x%x qpn=%u err=%d", __entry->dev, __entry->key,
 		  __entry->qpn, __entry->err)
 );
 
@@ -606,9 +604,9 @@ DECLARE_EVENT_CLASS(remu_pkt_class,
 		__entry->opcode = remu_bth_opcode(bth);
 		__entry->ack_req = remu_bth_ack_req(bth);
 	),
-	TP_printk("%s qpn=%u psn=%u %s (0x%02x) paylen=%u%s", __entry->dev,
-		  __entry->qpn, __entry->psn, __entry->op, __entry->opcode,
-		  __entry->paylen, __entry->ack_req ? " ackreq" : "")
+	TP_printk("dev=%s qpn=%u psn=%u op=%s opcode=0x%02x paylen=%u ackreq=%u",
+		  __entry->dev, __entry->qpn, __entry->psn, __entry->op,
+		  __entry->opcode, __entry->paylen, __entry->ack_req)
 );
 
 /* the device hands a packet to the IP layer */
@@ -641,7 +639,7 @@ TRACE_EVENT(remu_retransmit,
 		__entry->reason = reason;
 		__entry->left = left;
 	),
-	TP_printk("%s qpn=%u psn=%u reason=%s retries_left=%u", __entry->dev,
+	TP_printk("dev=%s qpn=%u psn=%u reason=%s retries_left=%u", __entry->dev,
 		  __entry->qpn, __entry->psn,
 		  __print_symbolic(__entry->reason,
 				   { REMU_RETX_TIMEOUT, "timeout" },
@@ -676,7 +674,7 @@ TRACE_EVENT(remu_rnr,
 		__entry->usecs = usecs;
 		__entry->left = left;
 	),
-	TP_printk("%s qpn=%u psn=%u %s usecs=%u rnr_left=%u", __entry->dev,
+	TP_printk("dev=%s qpn=%u psn=%u what=%s usecs=%u rnr_left=%u", __entry->dev,
 		  __entry->qpn, __entry->psn,
 		  __print_symbolic(__entry->what,
 				   { REMU_RNR_NAK_SENT, "nak_sent" },
@@ -703,7 +701,7 @@ TRACE_EVENT(remu_qp_state,
 		__entry->cur = cur;
 		__entry->next = next;
 	),
-	TP_printk("%s qpn=%u type=%s %s -> %s", __entry->dev, __entry->qpn,
+	TP_printk("dev=%s qpn=%u type=%s old=%s new=%s", __entry->dev, __entry->qpn,
 		  remu_show_qp_type(__entry->type),
 		  remu_show_qp_state(__entry->cur),
 		  remu_show_qp_state(__entry->next))
@@ -730,7 +728,7 @@ TRACE_EVENT_CONDITION(remu_cqe_err,
 		__entry->opcode = cqe->opcode;
 		__entry->vendor_err = cqe->vendor_err;
 	),
-	TP_printk("%s qpn=%u wr_id=0x%llx status=%s (%u) opcode=%u vendor_err=0x%x",
+	TP_printk("dev=%s qpn=%u wr_id=0x%llx status=%s status_num=%u opcode=%u vendor_err=0x%x",
 		  __entry->dev, __entry->qpn, __entry->wr_id,
 		  remu_show_wc_status(__entry->status), __entry->status,
 		  __entry->opcode, __entry->vendor_err)
