@@ -31,6 +31,8 @@ all_tests=(
 	remu_ex_test
 	remu_flush_test
 	remu_hostile_test
+	remu_trace_test
+	remu_trace_tools_test.sh
 	remu_dm_pool_test.sh
 	remu_link_test.sh
 	remu_wire_test.sh
@@ -83,8 +85,8 @@ tmr_unload() {
 	rmmod remu_test_mr || { echo "not ok 1 teardown: rmmod remu_test_mr failed"; status=1; }
 }
 
-# remu_dmabuf_test needs remu_test_dmabuf.ko, the test exporter whose
-# dma-bufs move on command; loaded for that test only.
+# remu_dmabuf_test and remu_trace_test need remu_test_dmabuf.ko, the test
+# exporter whose dma-bufs move on command; loaded for those tests only.
 tdb_load() {
 	[ -d /sys/module/remu_test_dmabuf ] && return 0
 	if insmod "$ko_dir/remu_test_dmabuf.ko"; then
@@ -104,10 +106,10 @@ for t in "${tests[@]}"; do
 	echo "# ---- $t"
 	t0=$SECONDS
 	[ "$t" = remu_mr_test ] && tmr_load
-	[ "$t" = remu_dmabuf_test ] && tdb_load
+	case $t in remu_dmabuf_test|remu_trace_test) tdb_load ;; esac
 	"$here/$t" "$@" || status=1
 	[ "$t" = remu_mr_test ] && tmr_unload
-	[ "$t" = remu_dmabuf_test ] && tdb_unload
+	case $t in remu_dmabuf_test|remu_trace_test) tdb_unload ;; esac
 	echo "# ---- $t: $((SECONDS - t0)) s"
 done
 
