@@ -11,6 +11,7 @@
 #                   scripts/debug-kernel and docs/testing.md)
 #   make debug-kernel  only build (or find) that kernel
 #   make demo       everything, then the guided tour in the VM
+#   make demo CHAPTER=odp  only that chapter of the tour (tour/odp.c)
 #   make setup      install what the build and the tests need (idempotent)
 #   make install    install the module and the provider on this machine
 #
@@ -36,10 +37,10 @@ INSTALL_MOD_DIR ?= updates
 DKMS_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(CURDIR)/dkms.conf)
 DKMS_SRC ?= $(DESTDIR)/usr/src/remu-$(DKMS_VERSION)
 
-.PHONY: all module provider selftests tools check check-debug debug-kernel demo setup install \
+.PHONY: all module provider selftests tools tour check check-debug debug-kernel demo setup install \
 	install-module install-provider clean need-kdir dkms-src dkms-install
 
-all: module provider selftests tools
+all: module provider selftests tools tour
 
 need-kdir:
 	@if [ -z "$(KDIR)" ] || [ ! -d "$(KDIR)" ]; then \
@@ -60,6 +61,10 @@ selftests: provider
 tools:
 	$(MAKE) -C tools
 
+# the tour's chapters (tour/*.c, run by scripts/demo)
+tour:
+	$(MAKE) -C tour
+
 setup:
 	scripts/setup $(if $(KVER_WANTED),--kernel $(KVER_WANTED))
 
@@ -76,7 +81,7 @@ debug-kernel:
 
 demo: setup
 	$(MAKE) all
-	scripts/vm -- scripts/demo
+	REMU_CHAPTER=$(CHAPTER) scripts/vm -- scripts/demo
 
 # builds nothing: run `make` first (as a user, not as root, if you like)
 install: install-module install-provider
@@ -119,4 +124,5 @@ clean:
 		$(MAKE) -C $(KDIR) M=$(CURDIR) clean; fi
 	$(MAKE) -C selftests clean
 	$(MAKE) -C tools clean
+	$(MAKE) -C tour clean
 	rm -rf build/provider

@@ -35,6 +35,8 @@ all_tests=(
 	remu_hostile_test
 	remu_pktfuzz_test
 	remu_uverbsfuzz_test
+	remu_trace_test
+	remu_trace_tools_test.sh
 	remu_dm_pool_test.sh
 	remu_limits_test.sh
 	remu_link_test.sh
@@ -89,7 +91,7 @@ tmr_unload() {
 	rmmod remu_test_mr || { echo "not ok 1 teardown: rmmod remu_test_mr failed"; status=1; }
 }
 
-# remu_dmabuf_test and remu_storm_test need remu_test_dmabuf.ko, the test
+# remu_dmabuf_test, remu_storm_test and remu_trace_test need remu_test_dmabuf.ko, the test
 # exporter whose dma-bufs move on command; loaded for those tests only.
 tdb_load() {
 	[ -d /sys/module/remu_test_dmabuf ] && return 0
@@ -110,10 +112,10 @@ for t in "${tests[@]}"; do
 	echo "# ---- $t"
 	t0=$SECONDS
 	[ "$t" = remu_mr_test ] && tmr_load
-	case $t in remu_dmabuf_test | remu_storm_test) tdb_load ;; esac
+	case $t in remu_dmabuf_test | remu_storm_test | remu_trace_test) tdb_load ;; esac
 	"$here/$t" "$@" || status=1
 	[ "$t" = remu_mr_test ] && tmr_unload
-	case $t in remu_dmabuf_test | remu_storm_test) tdb_unload ;; esac
+	case $t in remu_dmabuf_test | remu_storm_test | remu_trace_test) tdb_unload ;; esac
 	echo "# ---- $t: $((SECONDS - t0)) s"
 done
 

@@ -39,6 +39,7 @@
  */
 #include "remu_qp.h"
 #include "remu_mr.h"
+#include "remu_trace.h"
 
 /* retire the WQE at ring index @idx (the oldest) with @status */
 void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status)
@@ -238,6 +239,9 @@ static void remu_comp_ask_again(struct remu_qp *qp, u32 idx)
 		return;
 	sw->asked = sw->rcvd + 1;
 	remu_count(qp->rdev, REMU_CNT_COMP_RETRY);
+	trace_remu_retransmit(qp, (sw->first_psn + sw->rcvd) & REMU_PSN_MASK,
+			      REMU_RETX_READ_GAP,
+			      qp->eng.retries);
 	remu_req_ask_again(qp, idx);
 }
 
@@ -401,7 +405,7 @@ static int remu_nak_status(u8 syn)
 }
 
 /* RNR timer value (IBA table 45), in microseconds */
-static unsigned int remu_rnr_usecs(u8 t)
+unsigned int remu_rnr_usecs(u8 t)
 {
 	static const unsigned int us[32] = {
 		655360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640,
@@ -443,6 +447,8 @@ static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
 		remu_count(qp->rdev, REMU_CNT_SND_RNR);
 		if (e->rnr_left != 7) {
 			if (!e->rnr_left) {
+				trace_remu_rnr(qp, psn, REMU_RNR_EXCEEDED,
+					       remu_rnr_usecs(syn), 0);
 				remu_count(qp->rdev,
 					   REMU_CNT_RNR_RETRY_EXCEEDED);
 				remu_comp_fail(qp, IB_WC_RNR_RETRY_EXC_ERR);
@@ -450,6 +456,9 @@ static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
 			}
 			e->rnr_left--;
 		}
+		trace_remu_rnr(qp, psn, REMU_RNR_NAK_RCVD, remu_rnr_usecs(syn),
+			       e->rnr_left);
+		trace_remu_retransmit(qp, psn, REMU_RETX_RNR, e->rnr_left);
 		remu_req_go_back(qp, psn);
 		e->rnr_wait = true;
 		mod_timer(&e->timer, jiffies +
@@ -458,6 +467,7 @@ static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
 	}
 	if (syn == REMU_AETH_NAK_PSN_SEQ_ERR) {
 		remu_count(qp->rdev, REMU_CNT_RCV_SEQ_ERR);
+		trace_remu_retransmit(qp, psn, REMU_RETX_SEQ_NAK, e->retries);
 		remu_req_go_back(qp, psn);
 		return;
 	}
@@ -585,6 +595,7 @@ out:
 void remu_comp_timeout(struct remu_qp *qp)
 {
 	struct remu_qp_eng *e = &qp->eng;
+	u32 psn;
 
 	if (READ_ONCE(qp->state) != IB_QPS_RTS &&
 	    READ_ONCE(qp->state) != IB_QPS_SQD)
@@ -609,6 +620,8 @@ void remu_comp_timeout(struct remu_qp *qp)
 	}
 	e->retries--;
 	remu_count(qp->rdev, REMU_CNT_COMP_RETRY);
-	remu_req_go_back(qp, remu_comp_resume_psn(qp));
+	psn = remu_comp_resume_psn(qp);
+	trace_remu_retransmit(qp, psn, REMU_RETX_TIMEOUT, e->retries);
+	remu_req_go_back(qp, psn);
 	remu_comp_arm(qp);
 }

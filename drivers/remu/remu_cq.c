@@ -32,6 +32,7 @@
 #include <rdma/uverbs_ioctl.h>
 
 #include "remu_qp.h"
+#include "remu_trace.h"
 
 /* the slot size of @cq's format (remu-abi.h) */
 static u32 remu_cq_slot_size(const struct remu_cq *cq)
@@ -355,6 +356,7 @@ static int remu_cq_post_slot(struct remu_cq *cq, const void *src,
 		return -ENOSPC;
 	}
 	memcpy(slot, src, len);
+	trace_remu_cqe_err(cq, src);
 	if (cq->timestamp) {
 		struct remu_cqe_ts *ts = slot + cq->ring.slot_size -
 					 sizeof(*ts);

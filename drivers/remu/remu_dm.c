@@ -61,6 +61,7 @@
 #include <rdma/uverbs_named_ioctl.h>
 
 #include "remu.h"
+#include "remu_trace.h"
 
 static unsigned int remu_dm_pool_size_kb = REMU_DM_POOL_DEFAULT_KB;
 module_param_named(dm_pool_kb, remu_dm_pool_size_kb, uint, 0444);
@@ -94,6 +95,7 @@ struct remu_dm_pool {
  * @me:		its mmap entry; the entry's kref is the allocation's lifetime
  * @pool:	the pool it came from
  * @quota:	its context's quota (referenced), charged with @size
+ * @ibdev:	the device (for the trace events)
  * @size:	bytes taken from the pool (the length rounded up to pages)
  */
 struct remu_dm {
@@ -101,6 +103,7 @@ struct remu_dm {
 	struct remu_mmap_entry me;
 	struct remu_dm_pool *pool;
 	struct remu_dm_quota *quota;
+	struct ib_device *ibdev;
 	size_t size;
 };
 
@@ -351,13 +354,24 @@ static void remu_dm_entry_free(struct remu_mmap_entry *me)
 	atomic_dec(&pool->nr_alloc);
 	atomic64_sub(dm->size, &dm->quota->used);
 	remu_dm_quota_put(dm->quota);
+	trace_remu_dm_free(dm->ibdev, rdma_user_mmap_get_offset(&me->rdma),
+			   dm->size, atomic64_read(&pool->in_use));
 	kfree(dm);
 	remu_obj_put(REMU_OBJ_DM);
+}
+
+static void remu_dm_mapped(struct remu_mmap_entry *me, unsigned long va)
+{
+	struct remu_dm *dm = container_of(me, struct remu_dm, me);
+
+	trace_remu_dm_map(dm->ibdev, rdma_user_mmap_get_offset(&me->rdma),
+			  dm->size, va);
 }
 
 static const struct remu_mmap_ops remu_dm_mmap_ops = {
 	.pfn = remu_dm_pfn,
 	.free = remu_dm_entry_free,
+	.mapped = remu_dm_mapped,
 };
 
 /* ---- verbs ---- */
@@ -402,6 +416,7 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 	if (!dm)
 		goto err_quota;
 	dm->pool = pool;
+	dm->ibdev = ibdev;
 	dm->size = PAGE_ALIGN(attr->length);
 	addr = gen_pool_alloc_algo(pool->gp, dm->size,
 				   gen_pool_first_fit_align, &align);
@@ -431,6 +446,8 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 
 	resp.mmap_offset = rdma_user_mmap_get_offset(&dm->me.rdma);
 	resp.mmap_size = dm->size;
+	trace_remu_dm_alloc(ibdev, resp.mmap_offset, dm->size,
+			    atomic64_read(&pool->in_use));
 	err = uverbs_copy_to_struct_or_zero(attrs, REMU_ATTR_ALLOC_DM_RESP,
 					    &resp, sizeof(resp));
 	if (err) {

@@ -48,6 +48,7 @@
 #include <linux/slab.h>
 
 #include "remu.h"
+#include "remu_trace.h"
 
 REMU_IMPORT_NS(DMA_BUF);
 
@@ -59,6 +60,7 @@ REMU_IMPORT_NS(DMA_BUF);
  * @offset:	byte of the dma-buf at the MR's first iova
  * @map:	CPU mapping of the whole buffer, valid while @mapped
  * @mapped:	@map is valid (under the reservation lock)
+ * @mr:		the MR it backs, once there is one (for the trace events)
  */
 struct remu_dmabuf {
 	struct remu_dev *rdev;
@@ -67,7 +69,16 @@ struct remu_dmabuf {
 	u64 offset;
 	struct iosys_map map;
 	bool mapped;
+	struct remu_mr *mr;
 };
+
+/* the key of @db's MR, for the trace events (0 before it has one) */
+static u32 remu_dmabuf_key(const struct remu_dmabuf *db)
+{
+	const struct remu_mr *mr = READ_ONCE(db->mr);
+
+	return mr ? READ_ONCE(mr->key) : 0;
+}
 
 /* rights that write into the memory */
 #define REMU_DMABUF_WRITE_RIGHTS (IB_ACCESS_LOCAL_WRITE | \
@@ -118,10 +129,13 @@ static int remu_dmabuf_take_map(struct remu_dmabuf *db)
 static void remu_dmabuf_move_notify(struct dma_buf_attachment *attach)
 {
 	struct remu_dmabuf *db = attach->importer_priv;
+	bool dropped = remu_dmabuf_drop_map(db);
 
 	remu_count(db->rdev, REMU_CNT_DMABUF_MOVES);
-	if (remu_dmabuf_drop_map(db))
+	if (dropped)
 		remu_count(db->rdev, REMU_CNT_DMABUF_INVALIDATIONS);
+	trace_remu_dmabuf_move_notify(&db->rdev->ib_dev, db->dmabuf,
+				      remu_dmabuf_key(db), dropped);
 }
 
 static const struct dma_buf_attach_ops remu_dmabuf_attach_ops = {
@@ -164,6 +178,8 @@ static int remu_dmabuf_fault(struct remu_mr *mr, u64 off, u64 len, bool write)
 		err = remu_dmabuf_take_map(db);
 		if (!err)
 			remu_count(db->rdev, REMU_CNT_DMABUF_REMAPS);
+		trace_remu_dmabuf_remap(&db->rdev->ib_dev, db->dmabuf,
+					remu_dmabuf_key(db), err);
 	}
 	dma_resv_unlock(db->dmabuf->resv);
 	return err ? -EFAULT : 0;
@@ -285,6 +301,8 @@ struct ib_mr *remu_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
 
 	attach = dma_buf_dynamic_attach(dmabuf, rdev->dmabuf_dev,
 					&remu_dmabuf_attach_ops, db);
+	trace_remu_dmabuf_attach(&rdev->ib_dev, dmabuf, 0,
+				 PTR_ERR_OR_ZERO(attach));
 	if (IS_ERR(attach)) {
 		err = PTR_ERR(attach);
 		goto err_free;
@@ -302,6 +320,7 @@ struct ib_mr *remu_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
 		goto err_free;
 	}
 	mr->dmabuf = db;
+	WRITE_ONCE(db->mr, mr);
 	mr->access = access;
 	mr->iova = iova;
 	mr->length = length;

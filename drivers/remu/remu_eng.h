@@ -291,6 +291,8 @@ void remu_comp_timeout(struct remu_qp *qp);
 void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status);
 void remu_comp_fail_wqe(struct remu_qp *qp, u32 idx, int status);
 void remu_comp_arm(struct remu_qp *qp);
+/* the RNR timer field (IBA table 45, low 5 bits of @t) in microseconds */
+unsigned int remu_rnr_usecs(u8 t);
 
 /* remu_qp.c */
 void remu_qp_error(struct remu_qp *qp);

@@ -41,6 +41,7 @@
 #include <rdma/ib_umem.h>
 
 #include "remu.h"
+#include "remu_trace.h"
 
 /* consecutive -EAGAIN answers without progress before giving up */
 #define REMU_MR_MAX_RETRIES	16
@@ -591,6 +592,7 @@ struct ib_mr *remu_mr_publish(struct remu_mr *mr)
 		goto err_count;
 	}
 	remu_obj_get(REMU_OBJ_MR);
+	trace_remu_mr_reg(mr);
 	return &mr->ib_mr;
 
 err_count:
@@ -667,6 +669,7 @@ int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	remu_mr_put(mr);
 	wait_for_completion(&mr->done);
 
+	trace_remu_mr_dereg(mr);
 	if (mr->ops->release)
 		mr->ops->release(mr);
 	remu_obj_put(REMU_OBJ_MR);

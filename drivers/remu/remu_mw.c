@@ -35,6 +35,7 @@
 #include <linux/slab.h>
 
 #include "remu.h"
+#include "remu_trace.h"
 
 /* the rights a window can grant */
 #define REMU_MW_RIGHTS	(IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_WRITE | \
@@ -186,25 +187,32 @@ int remu_mw_bind(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
 {
 	struct remu_mr *mr = NULL, *drop = NULL;
 	struct remu_window *win;
+	u32 type = 0;
 	u64 end;
 	int err;
 
-	if (b->access & ~(REMU_MW_RIGHTS | IB_ACCESS_LOCAL_WRITE))
-		return -EINVAL;
-	if (check_add_overflow(b->addr, b->length, &end))
-		return -ERANGE;
+	if (b->access & ~(REMU_MW_RIGHTS | IB_ACCESS_LOCAL_WRITE)) {
+		err = -EINVAL;
+		goto out_trace;
+	}
+	if (check_add_overflow(b->addr, b->length, &end)) {
+		err = -ERANGE;
+		goto out_trace;
+	}
 	if (b->length) {
 		struct remu_mr *ref = remu_mr_lookup(rdev, b->lkey, REMU_LKEY);
 
-		if (!ref)
-			return -ENOENT;
+		if (!ref) {
+			err = -ENOENT;
+			goto out_trace;
+		}
 		err = remu_mw_check_mr(ref, pd, b);
 		if (!err && !remu_mr_mw_get(ref))
 			err = -ENOENT;
 		/* from here the window's count keeps the MR registered */
 		remu_mr_put(ref);
 		if (err)
-			return err;
+			goto out_trace;
 		mr = ref;
 	}
 
@@ -215,6 +223,7 @@ int remu_mw_bind(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
 		drop = mr;
 		goto out;
 	}
+	type = win->type;	/* fixed for the window's life */
 	spin_lock(&win->lock);
 	err = remu_mw_may_bind(win, pd, b);
 	if (err) {
@@ -233,6 +242,8 @@ out:
 	rcu_read_unlock();
 	if (drop)
 		remu_mr_mw_put(drop);
+out_trace:
+	trace_remu_mw_bind(rdev, b, type, qpn, err);
 	return err;
 }
 
@@ -265,6 +276,7 @@ int remu_key_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
 	rcu_read_unlock();
 	if (drop)
 		remu_mr_mw_put(drop);
+	trace_remu_mw_invalidate(rdev, key, qpn, err);
 	return err;
 }
 

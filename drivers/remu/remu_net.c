@@ -54,6 +54,7 @@
 
 #include "remu.h"
 #include "remu_net.h"
+#include "remu_trace.h"
 
 /**
  * struct remu_ns - remu's presence in one network namespace
@@ -401,6 +402,7 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 	__le32 icrc;
 	int err;
 
+	trace_remu_pkt_send(rdev, bth, skb->len);
 	dst = remu_route(net, rdev->ndev, av);
 	if (IS_ERR(dst)) {
 		err = PTR_ERR(dst);
@@ -625,6 +627,7 @@ static void remu_net_rx(struct remu_dev *rdev, struct sk_buff *skb)
 	remu_rx_net(skb, &pkt);
 
 	remu_count(rdev, REMU_CNT_RCVD_PKTS);
+	trace_remu_pkt_recv(rdev, bth, skb->len);
 	remu_rcv(rdev, skb, &pkt);
 	return;
 drop:

@@ -69,6 +69,7 @@
 
 #include "remu.h"
 #include "remu_qp.h"	/* remu_wq */
+#include "remu_trace.h"
 
 /* at most this many bytes are faulted in by one ->fault() */
 #define REMU_ODP_FAULT_MAX	(256UL * PAGE_SIZE)
@@ -140,6 +141,10 @@ static bool remu_odp_invalidate(struct mmu_interval_notifier *mni,
 	before = odp->npages;
 	if (start < end)
 		ib_umem_odp_unmap_dma_pages(odp, start, end);
+	if (mr)
+		trace_remu_odp_invalidate(mr, range, start, end,
+					  remu_odp_pages(odp,
+							 before - odp->npages));
 	if (mr && before != odp->npages) {
 		u64 pages = remu_odp_pages(odp, before - odp->npages);
 
@@ -257,8 +262,12 @@ static struct ib_umem_odp *remu_odp_child(struct remu_mr *mr,
 	child = ib_umem_odp_alloc_child(root, idx << REMU_ODP_CHILD_SHIFT,
 					REMU_ODP_CHILD_SIZE,
 					&remu_odp_mni_ops);
-	if (IS_ERR(child))
+	if (IS_ERR(child)) {
+		trace_remu_odp_implicit_child(mr, idx << REMU_ODP_CHILD_SHIFT,
+					      REMU_ODP_CHILD_SIZE,
+					      PTR_ERR(child));
 		goto out;
+	}
 	mutex_lock(&child->umem_mutex);
 	child->private = mr;
 	mutex_unlock(&child->umem_mutex);
@@ -266,10 +275,14 @@ static struct ib_umem_odp *remu_odp_child(struct remu_mr *mr,
 	if (err) {
 		ib_umem_odp_release(child);
 		child = ERR_PTR(err);
+		trace_remu_odp_implicit_child(mr, idx << REMU_ODP_CHILD_SHIFT,
+					      REMU_ODP_CHILD_SIZE, err);
 		goto out;
 	}
 	remu_count_add(mr->rdev, REMU_CNT_ODP_MR_PAGES,
 		       REMU_ODP_CHILD_SIZE >> PAGE_SHIFT);
+	trace_remu_odp_implicit_child(mr, idx << REMU_ODP_CHILD_SHIFT,
+				      REMU_ODP_CHILD_SIZE, 0);
 out:
 	mutex_unlock(&imp->lock);
 	return child;
@@ -284,19 +297,26 @@ out:
 static s64 remu_odp_fault_piece(struct remu_mr *mr, u64 off, u64 len,
 				bool write, bool fault, bool prefetch)
 {
+	/* the clock is read only while the event is on */
+	u64 t0 = trace_remu_odp_fault_enabled() ? ktime_get_ns() : 0;
 	struct remu_dev *rdev = mr->rdev;
 	struct ib_umem_odp *odp;
-	unsigned long va;
+	unsigned long va = off;
 	u64 here, mask;
 	int ret;
 
-	if (off >= TASK_SIZE_MAX)
+	if (off >= TASK_SIZE_MAX) {
+		trace_remu_odp_fault(mr, off, len, write, prefetch, fault,
+				     -EFAULT, t0);
 		return -EFAULT;
+	}
 	odp = remu_odp_locate(mr, off, &va);
 	if (!odp)
 		odp = remu_odp_child(mr, va);
 	if (IS_ERR(odp)) {
 		remu_count(rdev, REMU_CNT_ODP_FAILED_RESOLUTIONS);
+		trace_remu_odp_fault(mr, va, len, write, prefetch, fault,
+				     -EFAULT, t0);
 		return -EFAULT;
 	}
 	here = min_t(u64, len, REMU_ODP_FAULT_MAX - offset_in_page(va));
@@ -306,6 +326,8 @@ static s64 remu_odp_fault_piece(struct remu_mr *mr, u64 off, u64 len,
 		if (mr->umem->writable)
 			mask |= REMU_ODP_WRITE;
 		ret = remu_odp_fault_range(mr, odp, va, here, mask, false);
+		trace_remu_odp_fault(mr, va, here, write, prefetch, false,
+				     ret < 0 ? -EFAULT : ret, t0);
 		if (ret < 0)
 			return -EFAULT;
 		atomic64_add(ret, &mr->odp_stats.prefetch);
@@ -323,6 +345,8 @@ static s64 remu_odp_fault_piece(struct remu_mr *mr, u64 off, u64 len,
 		here = PAGE_SIZE - offset_in_page(va);
 		ret = remu_odp_fault_range(mr, odp, va, here, mask, true);
 	}
+	trace_remu_odp_fault(mr, va, here, write, prefetch, true,
+			     ret < 0 ? -EFAULT : ret, t0);
 	if (ret < 0) {
 		remu_count(rdev, REMU_CNT_ODP_FAILED_RESOLUTIONS);
 		return -EFAULT;
@@ -521,9 +545,13 @@ static void remu_odp_prefetch_work(struct work_struct *work)
 	struct remu_dev *rdev = pf->n ? pf->sge[0].mr->rdev : NULL;
 
 	/* nobody waits for an asynchronous prefetch: errors are dropped */
-	remu_odp_prefetch_run(pf);
-	if (rdev)
+	int err = remu_odp_prefetch_run(pf);
+
+	if (rdev) {
 		remu_count(rdev, REMU_CNT_ODP_PREFETCHES);
+		trace_remu_odp_prefetch(rdev, pf->write, pf->fault, pf->n,
+					false, err);
+	}
 	kfree(pf);
 }
 
@@ -593,6 +621,7 @@ int remu_advise_mr(struct ib_pd *ibpd, enum ib_uverbs_advise_mr_advice advice,
 		return 0;
 	}
 	err = remu_odp_prefetch_run(pf);
+	trace_remu_odp_prefetch(rdev, pf->write, pf->fault, pf->n, true, err);
 	kfree(pf);
 	remu_count(rdev, REMU_CNT_ODP_PREFETCHES);
 	return err;

@@ -46,6 +46,7 @@
 #include <rdma/uverbs_ioctl.h>
 
 #include "remu_qp.h"
+#include "remu_trace.h"
 
 static void remu_qp_send_work(struct work_struct *work);
 
@@ -570,6 +571,7 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		qp->attr.qp_state = next;
 		/* the path above is visible to remu_rcv() with the state */
 		smp_store_release(&qp->state, next);
+		trace_remu_qp_state(qp, cur, next);
 		remu_eng_modify(qp, cur, next);
 		switch (next) {
 		case IB_QPS_RESET:
@@ -639,6 +641,7 @@ bool remu_qp_error_begin(struct remu_qp *qp)
 		return false;
 	qp->attr.qp_state = IB_QPS_ERR;
 	WRITE_ONCE(qp->state, IB_QPS_ERR);
+	trace_remu_qp_state(qp, cur, IB_QPS_ERR);
 	remu_eng_modify(qp, cur, IB_QPS_ERR);
 	return true;
 }

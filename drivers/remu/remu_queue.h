@@ -25,10 +25,12 @@ struct remu_mmap_entry;
  * struct remu_mmap_ops - an mmap entry whose buffer is not a vmalloc()ed ring
  * @pfn:	page frame number of byte @off of the buffer (page aligned)
  * @free:	the last reference to the entry is gone: free it and its buffer
+ * @mapped:	optional: a process mapped the entry at @va (tracing)
  */
 struct remu_mmap_ops {
 	unsigned long (*pfn)(struct remu_mmap_entry *me, unsigned long off);
 	void (*free)(struct remu_mmap_entry *me);
+	void (*mapped)(struct remu_mmap_entry *me, unsigned long va);
 };
 
 /*

@@ -42,6 +42,7 @@
 #include <rdma/ib_umem.h>
 
 #include "remu.h"
+#include "remu_trace.h"
 
 #define REMU_REREG_FLAGS \
 	(IB_MR_REREG_TRANS | IB_MR_REREG_PD | IB_MR_REREG_ACCESS)
@@ -52,23 +53,9 @@ static bool remu_mr_is_implicit(const struct remu_mr *mr)
 	return mr->kind == REMU_MR_ODP && mr->length == U64_MAX;
 }
 
-/**
- * remu_rereg_user_mr - re-register a user MR as a new MR
- * @ibmr:	the MR (its uobject held for writing by the core)
- * @flags:	IB_MR_REREG_* (the core made sure it is non-zero and known)
- * @start:	with IB_MR_REREG_TRANS: new user address
- * @length:	with IB_MR_REREG_TRANS: new length
- * @iova:	with IB_MR_REREG_TRANS: new iova (same page offset as @start)
- * @access:	with IB_MR_REREG_ACCESS: new IB_ACCESS_* (core-checked)
- * @ibpd:	with IB_MR_REREG_PD: new PD
- * @udata:	driver data (remu has none)
- *
- * Return: the new MR under @ibmr's keys (the core deregisters @ibmr), or
- * an ERR_PTR with @ibmr untouched.  Never NULL (nothing changes in place).
- */
-struct ib_mr *remu_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
-				 u64 length, u64 iova, int access,
-				 struct ib_pd *ibpd, struct ib_udata *udata)
+static struct ib_mr *remu_rereg(struct ib_mr *ibmr, int flags, u64 start,
+			       u64 length, u64 iova, int access,
+			       struct ib_pd *ibpd, struct ib_udata *udata)
 {
 	struct remu_mr *mr = to_remu_mr(ibmr);
 	struct ib_mr *new;
@@ -109,5 +96,30 @@ struct ib_mr *remu_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 		remu_dereg_mr(new, udata);
 		return ERR_PTR(err);
 	}
+	return new;
+}
+
+/**
+ * remu_rereg_user_mr - re-register a user MR as a new MR
+ * @ibmr:	the MR (its uobject held for writing by the core)
+ * @flags:	IB_MR_REREG_* (the core made sure it is non-zero and known)
+ * @start:	with IB_MR_REREG_TRANS: new user address
+ * @length:	with IB_MR_REREG_TRANS: new length
+ * @iova:	with IB_MR_REREG_TRANS: new iova (same page offset as @start)
+ * @access:	with IB_MR_REREG_ACCESS: new IB_ACCESS_* (core-checked)
+ * @ibpd:	with IB_MR_REREG_PD: new PD
+ * @udata:	driver data (remu has none)
+ *
+ * Return: the new MR under @ibmr's keys (the core deregisters @ibmr), or
+ * an ERR_PTR with @ibmr untouched.  Never NULL (nothing changes in place).
+ */
+struct ib_mr *remu_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				 u64 length, u64 iova, int access,
+				 struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct ib_mr *new = remu_rereg(ibmr, flags, start, length, iova, access,
+				       ibpd, udata);
+
+	trace_remu_mr_rereg(to_remu_mr(ibmr), flags, new);
 	return new;
 }

@@ -48,6 +48,7 @@
 #include "remu_qp.h"
 #include "remu_mr.h"
 #include "remu_net.h"
+#include "remu_trace.h"
 
 #define REMU_GRH_LEN	40
 
@@ -121,6 +122,8 @@ static void remu_resp_no_recv(struct remu_qp *qp, u32 psn)
 		return;
 	}
 	remu_count(qp->rdev, REMU_CNT_RCV_RNR);
+	trace_remu_rnr(qp, psn, REMU_RNR_NAK_SENT,
+		       remu_rnr_usecs(qp->attr.min_rnr_timer), 0);
 	remu_resp_ack(qp, psn, REMU_AETH_RNR_NAK |
 		      (qp->attr.min_rnr_timer & 0x1f), REMU_ACK, 0);
 }

@@ -273,6 +273,8 @@ int remu_umap_map(struct remu_umap *um, struct vm_area_struct *vma,
 	vm_flags_set(vma, VM_DONTCOPY);
 	vma->vm_ops = &remu_vm_ops;
 	__module_get(THIS_MODULE);	/* dropped in remu_vma_close() */
+	if (me->ops && me->ops->mapped)
+		me->ops->mapped(me, vma->vm_start);
 out:
 	mutex_unlock(&um->lock);
 	return err;

@@ -1,0 +1,112 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# remu_trace_tools_test.sh - the recipes of docs/tracing.md with the real
+# tools (Debian's trace-cmd, linux-perf and bpftrace, from scripts/setup)
+# over remu's tracepoints, the workload being the tour's ODP chapter
+# (tour/odp), which must pass on its own too.  That chapter makes exactly
+# 21 device page faults on remu1 (16 first-touch faults, 4 after
+# MADV_DONTNEED, 1 prefetch piece), so each tool must count 21:
+#   - chapter:   tour/odp exits 0 (it saw everything it teaches)
+#   - trace_cmd: trace-cmd record -e remu; report has 21 remu_odp_fault
+#                of dev=remu1 and the chapter's invalidation (event=clear)
+#   - perf_stat: perf stat -e remu:remu_odp_fault counts 21
+#   - perf_trace: perf trace -e 'remu:*' prints 21 remu:remu_odp_fault
+#   - bpftrace:  the fault-latency histogram one-liner prints a histogram
+#                for remu1, and a count() beside it reads 21
+#
+# Usage (in the test VM): remu_trace_tools_test.sh
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+. "$here/ktap.sh"
+. "$here/remu_lib.sh"
+
+"$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
+chapter=$repo/tour/odp
+FAULTS=21
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; echo 0 > /sys/kernel/tracing/events/remu/enable 2>/dev/null' EXIT
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+
+ktap_header 5
+
+# the chapter alone
+if "$chapter" > "$tmp/chapter.out" 2>&1; then
+	ktap_pass "chapter: tour/odp saw everything it teaches"
+else
+	sed 's/^/# /' "$tmp/chapter.out"
+	ktap_fail "chapter: tour/odp failed"
+fi
+
+# trace-cmd record -e remu, then report
+if ! command -v trace-cmd >/dev/null; then
+	ktap_skip trace_cmd "trace-cmd not installed (scripts/setup)"
+elif (cd "$tmp" && trace-cmd record -q -e remu -o "$tmp/t.dat" "$chapter" \
+	> "$tmp/tc.out" 2>&1) && trace-cmd report -i "$tmp/t.dat" > "$tmp/report" 2>&1; then
+	n=$(grep -c 'remu_odp_fault: *dev=remu1 ' "$tmp/report")
+	inv=$(grep -c 'remu_odp_invalidate: *dev=remu1 .*pages=4 event=clear' "$tmp/report")
+	if [ "$n" = "$FAULTS" ] && [ "$inv" = 1 ]; then
+		ktap_pass "trace_cmd: $n remu_odp_fault, the clear invalidation"
+	else
+		grep remu_odp "$tmp/report" | head -30 | sed 's/^/# /'
+		ktap_fail "trace_cmd: $n remu_odp_fault (want $FAULTS), $inv clear invalidations (want 1)"
+	fi
+else
+	sed 's/^/# /' "$tmp/tc.out" "$tmp/report" 2>/dev/null | tail -20
+	ktap_fail "trace_cmd: record or report failed"
+fi
+
+# perf stat on the tracepoint
+if ! command -v perf >/dev/null; then
+	ktap_skip perf_stat "perf not installed (linux-perf, scripts/setup)"
+elif perf stat -x, -e remu:remu_odp_fault -o "$tmp/perf.csv" "$chapter" \
+	> "$tmp/perf.out" 2>&1; then
+	n=$(awk -F, '/remu:remu_odp_fault/ { print $1 }' "$tmp/perf.csv")
+	if [ "$n" = "$FAULTS" ]; then
+		ktap_pass "perf_stat: remu:remu_odp_fault counted $n"
+	else
+		sed 's/^/# /' "$tmp/perf.csv"
+		ktap_fail "perf_stat: remu:remu_odp_fault counted '$n' (want $FAULTS)"
+	fi
+else
+	sed 's/^/# /' "$tmp/perf.out" | tail -20
+	ktap_fail "perf_stat: perf stat failed"
+fi
+
+# perf trace, live
+if ! command -v perf >/dev/null; then
+	ktap_skip perf_trace "perf not installed (linux-perf, scripts/setup)"
+elif perf trace -e 'remu:*' -o "$tmp/ptrace.out" -- "$chapter" \
+	> "$tmp/ptrace.log" 2>&1; then
+	n=$(grep -c 'remu:remu_odp_fault(dev: remu1\|remu:remu_odp_fault:.*dev=remu1' "$tmp/ptrace.out")
+	if [ "$n" = "$FAULTS" ]; then
+		ktap_pass "perf_trace: $n remu:remu_odp_fault lines"
+	else
+		grep remu_odp_fault "$tmp/ptrace.out" | head -5 | sed 's/^/# /'
+		ktap_fail "perf_trace: $n remu:remu_odp_fault lines (want $FAULTS)"
+	fi
+else
+	sed 's/^/# /' "$tmp/ptrace.log" | tail -20
+	ktap_fail "perf_trace: perf trace failed"
+fi
+
+# bpftrace: the latency histogram of docs/tracing.md, plus a count
+if ! command -v bpftrace >/dev/null; then
+	ktap_skip bpftrace "bpftrace not installed (scripts/setup)"
+elif timeout 300 bpftrace -e 'tracepoint:remu:remu_odp_fault /args->err == 0/ { @us[str(args->dev)] = hist(args->ns / 1000); @n = count(); }' \
+	-c "$chapter" > "$tmp/bt.out" 2>&1; then
+	n=$(awk '/^@n:/ { print $2 }' "$tmp/bt.out")
+	if [ "$n" = "$FAULTS" ] && grep -q '^@us\[remu1\]:' "$tmp/bt.out" &&
+	   grep -q '^\[[0-9]' "$tmp/bt.out"; then
+		ktap_pass "bpftrace: fault-latency histogram for remu1, $n faults"
+	else
+		sed 's/^/# /' "$tmp/bt.out" | tail -30
+		ktap_fail "bpftrace: count '$n' (want $FAULTS) or no histogram"
+	fi
+else
+	sed 's/^/# /' "$tmp/bt.out" | tail -20
+	ktap_fail "bpftrace: failed"
+fi
+
+ktap_finished
