@@ -60,7 +60,7 @@ fi
 # perf stat on the tracepoint
 if ! command -v perf >/dev/null; then
 	ktap_skip perf_stat "perf not installed (linux-perf, scripts/setup)"
-elif perf stat -x, -e remu:remu_odp_fault -o "$tmp/perf.csv" "$chapter" \
+elif perf stat -a -x, -e remu:remu_odp_fault -o "$tmp/perf.csv" "$chapter" \
 	> "$tmp/perf.out" 2>&1; then
 	n=$(awk -F, '/remu:remu_odp_fault/ { print $1 }' "$tmp/perf.csv")
 	if [ "$n" = "$FAULTS" ]; then
@@ -77,9 +77,9 @@ fi
 # perf trace, live
 if ! command -v perf >/dev/null; then
 	ktap_skip perf_trace "perf not installed (linux-perf, scripts/setup)"
-elif perf trace -e 'remu:*' -o "$tmp/ptrace.out" -- "$chapter" \
+elif perf trace -a -e 'remu:*' -o "$tmp/ptrace.out" -- "$chapter" \
 	> "$tmp/ptrace.log" 2>&1; then
-	n=$(grep -c 'remu:remu_odp_fault(dev: remu1\|remu:remu_odp_fault:.*dev=remu1' "$tmp/ptrace.out")
+	n=$(grep -c 'remu:remu_odp_fault(dev: "remu1"' "$tmp/ptrace.out")
 	if [ "$n" = "$FAULTS" ]; then
 		ktap_pass "perf_trace: $n remu:remu_odp_fault lines"
 	else
@@ -94,7 +94,7 @@ fi
 # bpftrace: the latency histogram of docs/tracing.md, plus a count
 if ! command -v bpftrace >/dev/null; then
 	ktap_skip bpftrace "bpftrace not installed (scripts/setup)"
-elif timeout 300 bpftrace -e 'tracepoint:remu:remu_odp_fault /args->err == 0/ { @us[str(args->dev)] = hist(args->ns / 1000); @n = count(); }' \
+elif timeout 300 bpftrace -e 'tracepoint:remu:remu_odp_fault /args->err == 0/ { @us[args->dev] = hist(args->ns / 1000); @n = count(); }' \
 	-c "$chapter" > "$tmp/bt.out" 2>&1; then
 	n=$(awk '/^@n:/ { print $2 }' "$tmp/bt.out")
 	if [ "$n" = "$FAULTS" ] && grep -q '^@us\[remu1\]:' "$tmp/bt.out" &&
