@@ -1043,13 +1043,6 @@ static bool have_odp(const char *dev)
 	return ok;
 }
 
-static long env_long(const char *name, long def)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? strtol(v, NULL, 0) : def;
-}
-
 FIXTURE(pktfuzz)
 {
 	struct fuzz z;
@@ -1099,8 +1092,8 @@ out:
 TEST_F_TIMEOUT(pktfuzz, fuzz, 600)
 {
 	struct fuzz *z = &self->z;
-	long secs = env_long("REMU_FUZZ_SECONDS", 40);
-	uint64_t seed = env_long("REMU_FUZZ_SEED", 0);
+	long secs = remu_env_long("REMU_FUZZ_SECONDS", 40);
+	uint64_t seed = remu_env_long("REMU_FUZZ_SEED", 0);
 	struct counters c0[2], c1[2];
 	long long udp0, udp1, nodev0, nodev1, total = 0;
 	double start, end, next_churn;

@@ -56,13 +56,6 @@ static const char *const objtypes[] = { "ucontext", "pd", "mr", "cq", "qp",
 					"srq", "ah", "ring" };
 #define NOBJ (sizeof(objtypes) / sizeof(objtypes[0]))
 
-static long env_long(const char *name, long def)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? strtol(v, NULL, 0) : def;
-}
-
 static void counts(int *c)
 {
 	unsigned int i;
@@ -74,18 +67,7 @@ static void counts(int *c)
 /* every count back at @base within 10 s: -1, or the first that is not */
 static int counts_back(const int *base)
 {
-	unsigned int i;
-	int tries;
-
-	for (tries = 0; tries < 200; tries++) {
-		for (i = 0; i < NOBJ; i++)
-			if (remu_obj_count(objtypes[i]) != base[i])
-				break;
-		if (i == NOBJ)
-			return -1;
-		usleep(50000);
-	}
-	return i;
+	return remu_obj_counts_back(objtypes, NOBJ, base, 10);
 }
 
 #define EXPECT_COUNTS_BACK(base) do {					\
@@ -124,7 +106,7 @@ FIXTURE_SETUP(storm)
 {
 	counts(self->base);
 	ASSERT_LE(0, self->base[0]);
-	self->rounds = env_long("REMU_STORM_ROUNDS", 8);
+	self->rounds = remu_env_long("REMU_STORM_ROUNDS", 8);
 }
 
 FIXTURE_TEARDOWN(storm)
@@ -255,7 +237,7 @@ static int cm_client(const char *port, long n)
 
 TEST_F_TIMEOUT(storm, cm_cycles, 3600)
 {
-	long n = env_long("REMU_STORM_CM", 10000 / remu_timeout_scale());
+	long n = remu_env_long("REMU_STORM_CM", 10000 / remu_timeout_scale());
 	int p[2], st_srv, st_cli;
 	pid_t srv, cli;
 	char port[16], c;
@@ -514,12 +496,59 @@ static int odp_victim(const char *dev, bool reader, int up, int down)
 	return 0;
 }
 
+/*
+ * post_windowed - post @wr on @e's QP with at most 16 WRs in flight: when
+ * the window is full, one successful completion is reaped first.
+ * Return: 0, or -1 (a failed or missing completion, or a refused post).
+ */
+static int post_windowed(struct remu_end *e, struct ibv_send_wr *wr,
+			 long *inflight)
+{
+	struct ibv_send_wr *bad;
+	struct ibv_wc wc;
+
+	if (*inflight == 16) {
+		if (remu_poll_one(e->cq, &wc, 5) || wc.status)
+			return -1;
+		(*inflight)--;
+	}
+	if (ibv_post_send(e->qp, wr, &bad))
+		return -1;
+	(*inflight)++;
+	return 0;
+}
+
+/*
+ * round_end - the end of a round with a victim process: the victim @pid
+ * (if it was forked) killed and reaped, the pipes, @mr, @e and @buf
+ * closed.  Return: the victim's wait status, or -1 if there was none.
+ */
+static int round_end(pid_t pid, int *up, int *down, struct ibv_mr *mr,
+		     struct remu_end *e, void *buf)
+{
+	int st = -1;
+
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	close(up[0]);
+	close(up[1]);
+	close(down[0]);
+	close(down[1]);
+	if (mr)
+		ibv_dereg_mr(mr);
+	remu_end_close(e);
+	free(buf);
+	return st;
+}
+
 /* the test's end of one kill_odp_fault round; the victim's wait status */
 static int odp_round(bool victim_reads, unsigned int ms)
 {
 	static const struct ibv_qp_cap cap = { .max_send_wr = 64,
 		.max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 };
-	int up[2], down[2], st = -1, gi;
+	int up[2], down[2], gi;
 	struct remu_end e = {};
 	struct ibv_mr *mr = NULL;
 	uint8_t *buf = aligned_alloc(PAGE, 16 * XFER);
@@ -549,8 +578,7 @@ static int odp_round(bool victim_reads, unsigned int ms)
 				       mr->lkey };
 		struct ibv_send_wr wr = { .wr_id = k, .sg_list = &sge,
 					  .num_sge = 1,
-					  .send_flags = IBV_SEND_SIGNALED }, *bad;
-		struct ibv_wc wc;
+					  .send_flags = IBV_SEND_SIGNALED };
 
 		if (victim_reads) {
 			usleep(10000);
@@ -561,33 +589,12 @@ static int odp_round(bool victim_reads, unsigned int ms)
 		wr.wr.rdma.remote_addr = h.addr + (uint64_t)(rand() %
 						   (ODP_LEN / XFER)) * XFER;
 		wr.wr.rdma.rkey = h.rkey;
-		if (inflight == 16) {
-			if (remu_poll_one(e.cq, &wc, 5) || wc.status)
-				break;
-			inflight--;
-		}
-		if (ibv_post_send(e.qp, &wr, &bad))
+		if (post_windowed(&e, &wr, &inflight))
 			break;
-		inflight++;
 		k++;
 	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	pid = 0;
 out:
-	if (pid > 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
-	}
-	close(up[0]);
-	close(up[1]);
-	close(down[0]);
-	close(down[1]);
-	if (mr)
-		ibv_dereg_mr(mr);
-	remu_end_close(&e);
-	free(buf);
-	return st;
+	return round_end(pid, up, down, mr, &e, buf);
 }
 
 TEST_F_TIMEOUT(storm, kill_odp_fault, 1800)
@@ -662,7 +669,7 @@ static int dmabuf_round(unsigned int ms)
 {
 	static const struct ibv_qp_cap cap = { .max_send_wr = 64,
 		.max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 };
-	int up[2], down[2], st = -1, gi;
+	int up[2], down[2], gi;
 	struct remu_end e = {};
 	struct ibv_mr *mr = NULL;
 	uint8_t *buf = aligned_alloc(PAGE, 16 * XFER);
@@ -689,39 +696,17 @@ static int dmabuf_round(unsigned int ms)
 				       mr->lkey };
 		struct ibv_send_wr wr = { .wr_id = k, .sg_list = &sge,
 					  .num_sge = 1,
-					  .send_flags = IBV_SEND_SIGNALED }, *bad;
-		struct ibv_wc wc;
+					  .send_flags = IBV_SEND_SIGNALED };
 
 		wr.opcode = k % 2 ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
 		wr.wr.rdma.remote_addr = (uint64_t)(k % 64) * XFER;
 		wr.wr.rdma.rkey = h.rkey;
-		if (inflight == 16) {
-			if (remu_poll_one(e.cq, &wc, 5) || wc.status)
-				break;
-			inflight--;
-		}
-		if (ibv_post_send(e.qp, &wr, &bad))
+		if (post_windowed(&e, &wr, &inflight))
 			break;
-		inflight++;
 		k++;
 	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	pid = 0;
 out:
-	if (pid > 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
-	}
-	close(up[0]);
-	close(up[1]);
-	close(down[0]);
-	close(down[1]);
-	if (mr)
-		ibv_dereg_mr(mr);
-	remu_end_close(&e);
-	free(buf);
-	return st;
+	return round_end(pid, up, down, mr, &e, buf);
 }
 
 TEST_F_TIMEOUT(storm, kill_dmabuf_move, 1800)

@@ -74,6 +74,37 @@ static inline int remu_obj_count(const char *type)
 }
 
 /*
+ * remu_obj_counts_back - wait up to @secs seconds for the live counts of
+ * the @n object types @types to be back at @base (read earlier with
+ * remu_obj_count()).  Return: -1 when they all are, otherwise the index
+ * of the first type that is not.
+ */
+static inline int remu_obj_counts_back(const char *const *types,
+				       unsigned int n, const int *base,
+				       unsigned int secs)
+{
+	unsigned int i, tries;
+
+	for (tries = 0; tries < secs * 20; tries++) {
+		for (i = 0; i < n; i++)
+			if (remu_obj_count(types[i]) != base[i])
+				break;
+		if (i == n)
+			return -1;
+		usleep(50000);
+	}
+	return i;
+}
+
+/* the number in environment variable @name (0x... allowed), or @def */
+static inline long remu_env_long(const char *name, long def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strtol(v, NULL, 0) : def;
+}
+
+/*
  * remu's module parameter @name (/sys/module/remu/parameters/), or -1;
  * with @set >= 0, first write @set there (the value before is returned).
  */

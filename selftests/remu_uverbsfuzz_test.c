@@ -1102,28 +1102,10 @@ static const char *const objtypes[] = { "pd", "mr", "cq", "qp", "srq", "ah",
 					"mcast_grp", "mcast_attach" };
 #define NOBJ (sizeof(objtypes) / sizeof(objtypes[0]))
 
-/* every count back at @base within 5 s: 0, or the index of the first not */
+/* every count back at @base within 5 s: -1, or the index of the first not */
 static int counts_back(const int *base)
 {
-	unsigned int i;
-	int tries;
-
-	for (tries = 0; tries < 100; tries++) {
-		for (i = 0; i < NOBJ; i++)
-			if (remu_obj_count(objtypes[i]) != base[i])
-				break;
-		if (i == NOBJ)
-			return -1;
-		usleep(50000);
-	}
-	return i;
-}
-
-static long env_long(const char *name, long def)
-{
-	const char *v = getenv(name);
-
-	return v && *v ? strtol(v, NULL, 0) : def;
+	return remu_obj_counts_back(objtypes, NOBJ, base, 5);
 }
 
 FIXTURE(uverbsfuzz)
@@ -1151,8 +1133,8 @@ FIXTURE_TEARDOWN(uverbsfuzz)
 
 TEST_F_TIMEOUT(uverbsfuzz, fuzz, 3600)
 {
-	long secs = env_long("REMU_FUZZ_SECONDS", 45), killed = 0, rounds = 0;
-	uint64_t seed = env_long("REMU_FUZZ_SEED", 0);
+	long secs = remu_env_long("REMU_FUZZ_SECONDS", 45), killed = 0, rounds = 0;
+	uint64_t seed = remu_env_long("REMU_FUZZ_SEED", 0);
 	double end, start = remu_now();
 	int i, status, bad_counts = -1;
 
