@@ -543,12 +543,33 @@ static int round_end(pid_t pid, int *up, int *down, struct ibv_mr *mr,
 	return st;
 }
 
+/*
+ * round_connect - the test's end of a round with a victim: @e opened on
+ * @dev, @buf (16 * XFER bytes) registered with @access into *@mr, the
+ * victim's hello read from @from into *@h, @e connected to it and this
+ * end's hello written to @to.  Return: 0, or -1 (what was made is left
+ * in @e and *@mr for round_end()).
+ */
+static int round_connect(struct remu_end *e, const char *dev, void *buf,
+			 int access, int from, int to, struct ibv_mr **mr,
+			 struct hello *h)
+{
+	int gi;
+
+	if (remu_end_open(e, dev, 0, 256, &victim_cap))
+		return -1;
+	gi = remu_ipv4_gid(e->ctx, &e->gid);
+	*mr = ibv_reg_mr(e->pd, buf, 16 * XFER, access);
+	if (!*mr || read(from, h, sizeof(*h)) != sizeof(*h) ||
+	    connect_to(e, gi, h) || send_hello(to, e, gi, *mr, buf))
+		return -1;
+	return 0;
+}
+
 /* the test's end of one kill_odp_fault round; the victim's wait status */
 static int odp_round(bool victim_reads, unsigned int ms)
 {
-	static const struct ibv_qp_cap cap = { .max_send_wr = 64,
-		.max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 };
-	int up[2], down[2], gi;
+	int up[2], down[2];
 	struct remu_end e = {};
 	struct ibv_mr *mr = NULL;
 	uint8_t *buf = aligned_alloc(PAGE, 16 * XFER);
@@ -564,13 +585,9 @@ static int odp_round(bool victim_reads, unsigned int ms)
 	if (!pid)
 		_exit(odp_victim(victim_reads ? "remu0" : "remu1", victim_reads,
 				 up[1], down[0]));
-	if (remu_end_open(&e, victim_reads ? "remu1" : "remu0", 0, 256, &cap))
-		goto out;
-	gi = remu_ipv4_gid(e.ctx, &e.gid);
-	mr = ibv_reg_mr(e.pd, buf, 16 * XFER, IBV_ACCESS_LOCAL_WRITE |
-			REMU_ACCESS_REMOTE_ALL);
-	if (!mr || read(up[0], &h, sizeof(h)) != sizeof(h) ||
-	    connect_to(&e, gi, &h) || send_hello(down[1], &e, gi, mr, buf))
+	if (round_connect(&e, victim_reads ? "remu1" : "remu0", buf,
+			  IBV_ACCESS_LOCAL_WRITE | REMU_ACCESS_REMOTE_ALL,
+			  up[0], down[1], &mr, &h))
 		goto out;
 	end = remu_now() + ms / 1000.0;
 	while (remu_now() < end) {
@@ -667,9 +684,7 @@ static int dmabuf_victim(int up, int down)
 
 static int dmabuf_round(unsigned int ms)
 {
-	static const struct ibv_qp_cap cap = { .max_send_wr = 64,
-		.max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 };
-	int up[2], down[2], gi;
+	int up[2], down[2];
 	struct remu_end e = {};
 	struct ibv_mr *mr = NULL;
 	uint8_t *buf = aligned_alloc(PAGE, 16 * XFER);
@@ -683,12 +698,8 @@ static int dmabuf_round(unsigned int ms)
 	pid = fork();
 	if (!pid)
 		_exit(dmabuf_victim(up[1], down[0]));
-	if (remu_end_open(&e, "remu0", 0, 256, &cap))
-		goto out;
-	gi = remu_ipv4_gid(e.ctx, &e.gid);
-	mr = ibv_reg_mr(e.pd, buf, 16 * XFER, IBV_ACCESS_LOCAL_WRITE);
-	if (!mr || read(up[0], &h, sizeof(h)) != sizeof(h) ||
-	    connect_to(&e, gi, &h) || send_hello(down[1], &e, gi, mr, buf))
+	if (round_connect(&e, "remu0", buf, IBV_ACCESS_LOCAL_WRITE, up[0],
+			  down[1], &mr, &h))
 		goto out;
 	end = remu_now() + ms / 1000.0;
 	while (remu_now() < end) {
