@@ -10,7 +10,9 @@
  * LOCAL_INV and SEND_WITH_INV (remu_key_invalidate()), and remu_rkey_get()
  * / remu_rkey_check(), the responder's access descriptor for an rkey.
  * The design and the contract are in remu_mr.h ("Memory windows") and
- * docs/memory-windows.md.
+ * docs/memory-windows.md.  alloc_mw with remu's driver command
+ * (REMU_ALLOC_MW_INDIRECT) makes an indirect key instead, an MR owned by
+ * remu_mkey.c that rides on the uverbs MW object (docs/indirect-keys.md).
  *
  * Keys: a window's index is reserved in the MR xarray (a NULL entry, so
  * remu_mr_lookup() misses it and no MR can take it) and the window is
