@@ -544,6 +544,7 @@ static void fuzz_mmap(int fd)
 	size_t len = PAGE * (chance(70) ? 1 + rnd_n(4) : rnd_n(1 << 12));
 	int prot = chance(80) ? PROT_READ | PROT_WRITE : (int)rnd_n(8);
 	int flags = chance(85) ? MAP_SHARED : MAP_PRIVATE;
+	size_t nlen;
 	void *p, *q;
 
 	if (chance(5))
@@ -563,10 +564,11 @@ static void fuzz_mmap(int fd)
 		account(K_MMAP, mprotect(p, len, rnd_n(8)), 0);
 		break;
 	case 1:		/* move or grow it: refused, or done */
-		q = mremap(p, len, len + (chance(50) ? PAGE : 0), MREMAP_MAYMOVE);
+		nlen = len + (chance(50) ? PAGE : 0);
+		q = mremap(p, len, nlen, MREMAP_MAYMOVE);
 		account(K_MMAP, q == MAP_FAILED ? -1 : 0, 0);
-		if (q != MAP_FAILED)
-			munmap(q, len + PAGE);
+		if (q != MAP_FAILED)	/* only what is ours: not a page more */
+			munmap(q, nlen);
 		else
 			munmap(p, len);
 		pthread_mutex_unlock(&w.maplock);

@@ -279,6 +279,10 @@ static void remu_cq_clean(struct ibv_cq *ibcq, uint32_t qpn, int keep_recv)
 	if (remu_uring_dead(r))
 		goto out;
 	prod = __atomic_load_n(&r->hdr->prod, __ATOMIC_ACQUIRE);
+	/* a producer index the kernel cannot have written: the process wrote
+	 * over its own ring; leave it rather than walk 2^32 slots */
+	if (prod - r->idx > r->num_slots)
+		goto out;
 	for (i = prod; i != r->idx; i--) {
 		c = remu_uring_slot(r, i - 1);
 		if (c->qp_num == qpn &&
