@@ -32,6 +32,11 @@
  * device's memory pool; the next allocation fails with ENOMEM, another
  * context still gets the rest, a freed allocation makes room again, and
  * dm_ctx_pct=100 lifts the cap.
+ *
+ * rxq_full: with the module parameter rxq_len at 2, a 1 MiB WRITE and
+ * READ between remu0 and remu1 overflow the QPs' packet lists: the
+ * drops are counted in rcvd_rxq_full and retransmission recovers them
+ * (the data compared byte for byte); rxq_len back at 1024.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -575,6 +580,27 @@ TEST(dm_quota)
 	EXPECT_EQ(0, remu_read_num("/sys/class/infiniband/" DEV "/dm_in_use"));
 	EXPECT_EQ(0, ibv_close_device(a));
 	EXPECT_EQ(0, ibv_close_device(b));
+}
+
+/*
+ * A QP's packet list full: what does not fit is dropped and counted
+ * (rcvd_rxq_full), and RC's retransmission recovers it, byte for byte
+ */
+TEST(rxq_full)
+{
+	long long full0 = remu_hw_counter("remu1", "rcvd_rxq_full", false) +
+			  remu_hw_counter("remu0", "rcvd_rxq_full", false);
+	long old = remu_param("rxq_len", 2), full;
+
+	ASSERT_EQ(1024, old);
+	EXPECT_EQ(0, remu_pair_check("remu0", "remu1", 1 << 20));
+	EXPECT_EQ(2, remu_param("rxq_len", old));
+	full = remu_hw_counter("remu1", "rcvd_rxq_full", true) +
+	       remu_hw_counter("remu0", "rcvd_rxq_full", false) - full0;
+	TH_LOG("rxq_len 2: %lld packets dropped for a full list", (long long)full);
+	EXPECT_LT(0, full);
+	/* and at the default again */
+	EXPECT_EQ(0, remu_pair_check("remu0", "remu1", 1 << 20));
 }
 
 TEST_HARNESS_MAIN

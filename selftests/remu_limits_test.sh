@@ -23,7 +23,7 @@ run() {
 	return $rc
 }
 
-ktap_check "defaults: every limit up to 65536 exhausted, ucontext, memlock, memcg, DM quota" \
+ktap_check "defaults: every limit up to 65536 exhausted, ucontext, memlock, memcg, DM quota, rxq_full" \
 	run
 small() {
 	remu_reload max_pd=50 max_qp=40 max_cq=30 max_srq=20 max_mr=100 \

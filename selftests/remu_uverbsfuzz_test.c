@@ -55,6 +55,7 @@
 #include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <rdma/ib_user_verbs.h>
 #include <rdma/ib_user_ioctl_cmds.h>
 #include <rdma/rdma_user_ioctl.h>
@@ -929,10 +930,24 @@ static void verbs_misc(void)
 	pthread_mutex_unlock(&w.lock);
 }
 
+/*
+ * fork(), and in the child: die with the parent, as the parent of the
+ * rounds may SIGKILL it at any moment (an orphan would keep its context,
+ * and the objects in it, alive)
+ */
+static pid_t fork_tied(void)
+{
+	pid_t parent = getpid(), pid = fork();
+
+	if (!pid && (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent))
+		_exit(0);
+	return pid;
+}
+
 /* a fork whose child sends raw commands on the inherited fd, then exits */
 static void fork_user(int fd)
 {
-	pid_t pid = fork();
+	pid_t pid = fork_tied();
 	int i, s;
 
 	if (pid < 0)
@@ -1007,7 +1022,7 @@ static void foreign_handles(void)
 
 	if (pipe(p))
 		return;
-	pid = fork();
+	pid = fork_tied();
 	if (!pid) {
 		struct ibv_context *ctx = remu_open("remu0");
 		struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;

@@ -10,7 +10,8 @@
  * Owns only the hand-off: find the QP by the BTH destination QPN
  * (remu_qp_get()), drop the packet (counted in rcvd_no_qp) if there is
  * none, it is of another transport, or it is not in a state that
- * receives, or (rcvd_rxq_full) if its packet list is full; drop an RC
+ * receives, or (rcvd_rxq_full) if its packet list is full (module
+ * parameter rxq_len, at most REMU_RXQ_MAX); drop an RC
  * or UC packet that does not come from the QP's peer to the QP's own
  * address (its IP source and destination must be the path's destination
  * and source GIDs, as on rxe; counted in rcvd_bad_path), so that a host
@@ -27,11 +28,17 @@
  * waits for it, then cancels the work and purges the list.
  */
 #include <linux/ip.h>
+#include <linux/moduleparam.h>
 #include <linux/ipv6.h>
 #include <net/ipv6.h>
 
 #include "remu_qp.h"
 #include "remu_net.h"
+
+/* how many packets may wait for a QP's work item (rcvd_rxq_full beyond) */
+static unsigned int remu_rxq_len = REMU_RXQ_MAX;
+module_param_named(rxq_len, remu_rxq_len, uint, 0644);
+MODULE_PARM_DESC(rxq_len, "packets that may wait for one QP's work before more are dropped (counted in rcvd_rxq_full); default and maximum 1024");
 
 static bool remu_rcv_type_ok(struct remu_qp *qp, u8 transport)
 {
@@ -92,7 +99,8 @@ void remu_rcv_qp(struct remu_qp *qp, struct sk_buff *skb,
 		kfree_skb(skb);
 		return;
 	}
-	if (skb_queue_len(&qp->eng.rxq) >= REMU_RXQ_MAX) {
+	if (skb_queue_len(&qp->eng.rxq) >=
+	    clamp_t(unsigned int, READ_ONCE(remu_rxq_len), 1, REMU_RXQ_MAX)) {
 		remu_count(qp->rdev, REMU_CNT_RCVD_RXQ_FULL);
 		kfree_skb(skb);
 		return;
