@@ -34,6 +34,9 @@
  *     CQEs) of objects given up to it, then the doorbell (a raw POST_SEND
  *     with no WR) and a random modify_qp, while the kernel works on them;
  *   - a fork whose child issues raw commands on the inherited fd.
+ * Raw commands that destroy never name an object the provider made (its
+ * structures would outlive the object: a crash of the process itself, on
+ * mlx5 as well); every other raw command may.
  * A round ends with the child's exit, or with SIGKILL from the parent at
  * a random moment (so cleanup runs in the middle of everything).
  *
@@ -138,6 +141,84 @@ static void note_handle(uint32_t h)
 	int i = atomic_fetch_add(&w.nhandles, 1);
 
 	w.handles[i % NHANDLES] = h;
+}
+
+/*
+ * Handle numbers of the objects the provider made for this process (PDs,
+ * CQs, QPs, SRQs, MRs, windows, AHs), counted per number (the two
+ * contexts have numbers of their own), under w.lock.  A raw command that
+ * destroys must not name one: the provider would later use what it keeps
+ * of the object (a QP's destroy cleans its CQs' rings) after the kernel
+ * freed it and reused the number, a use-after-free in the process that
+ * would crash it on mlx5 too, not a finding about the kernel.
+ */
+#define OWN_MAX		4096
+static uint8_t own[OWN_MAX];
+static bool in_forked_user;	/* a fork_user() child: its parent holds w.lock */
+
+static void note_own(uint32_t h)
+{
+	note_handle(h);
+	if (h < OWN_MAX)
+		own[h]++;
+}
+
+static void forget_own(uint32_t h)
+{
+	if (h < OWN_MAX && own[h])
+		own[h]--;
+}
+
+static uint32_t not_own(uint32_t v)
+{
+	return v < OWN_MAX && own[v] ? ~0u : v;
+}
+
+/* the raw commands that destroy an object of a kind the provider makes */
+static bool write_destroys(uint32_t command)
+{
+	switch (command) {
+	case IB_USER_VERBS_CMD_DEALLOC_PD:
+	case IB_USER_VERBS_CMD_DEREG_MR:
+	case IB_USER_VERBS_CMD_DEALLOC_MW:
+	case IB_USER_VERBS_CMD_DESTROY_CQ:
+	case IB_USER_VERBS_CMD_DESTROY_QP:
+	case IB_USER_VERBS_CMD_DESTROY_AH:
+	case IB_USER_VERBS_CMD_DESTROY_SRQ:
+		return true;
+	}
+	return false;
+}
+
+static bool ioctl_destroys(uint16_t object, uint16_t method)
+{
+	static const uint16_t m[][2] = {
+		{ UVERBS_OBJECT_PD, UVERBS_METHOD_PD_DESTROY },
+		{ UVERBS_OBJECT_MR, UVERBS_METHOD_MR_DESTROY },
+		{ UVERBS_OBJECT_MW, UVERBS_METHOD_MW_DESTROY },
+		{ UVERBS_OBJECT_CQ, UVERBS_METHOD_CQ_DESTROY },
+		{ UVERBS_OBJECT_QP, UVERBS_METHOD_QP_DESTROY },
+		{ UVERBS_OBJECT_AH, UVERBS_METHOD_AH_DESTROY },
+		{ UVERBS_OBJECT_SRQ, UVERBS_METHOD_SRQ_DESTROY },
+		{ UVERBS_OBJECT_DEVICE, UVERBS_METHOD_INVOKE_WRITE },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(m) / sizeof(m[0]); i++)
+		if (m[i][0] == object && m[i][1] == method)
+			return true;
+	return false;
+}
+
+/* w.lock for a raw command that destroys (held already in a forked user) */
+static void destroy_lock(bool lock)
+{
+	if (in_forked_user)
+		return;
+	if (lock)
+		pthread_mutex_lock(&w.lock);
+	else
+		pthread_mutex_unlock(&w.lock);
 }
 
 static void note_map(uint64_t off)
@@ -389,6 +470,7 @@ static void raw_write(int fd)
 	struct ib_uverbs_cmd_hdr *h = (void *)cmd;
 	struct ib_uverbs_ex_cmd_hdr *xh = (void *)(cmd + sizeof(*h));
 	size_t body, pre, len, i, outlen;
+	bool destroys;
 	uint8_t *p;
 	long ret;
 
@@ -453,7 +535,15 @@ static void raw_write(int fd)
 		h->in_words = rnd();
 		h->out_words = rnd();
 	}
+	destroys = write_destroys(h->command);
+	if (destroys) {
+		destroy_lock(true);
+		for (i = 0; i + 4 <= body; i += 4)
+			*(uint32_t *)(p + i) = not_own(*(uint32_t *)(p + i));
+	}
 	ret = write(fd, cmd, len);
+	if (destroys)
+		destroy_lock(false);
 	atomic_fetch_add(&st->writes, 1);
 	account(K_WRITE, ret, len);
 	if (ret == (long)len && (c->ex || *(uint64_t *)p == (uintptr_t)resp))
@@ -484,6 +574,7 @@ static void raw_ioctl(int fd)
 	static __thread uint8_t bufs[16][256];
 	struct ib_uverbs_ioctl_hdr *h = (void *)raw;
 	unsigned int i, n = rnd_n(9), j;
+	bool destroys;
 	long ret;
 
 	memset(raw, 0, sizeof(raw));
@@ -530,7 +621,22 @@ static void raw_ioctl(int fd)
 			break;
 		}
 	}
+	destroys = ioctl_destroys(h->object_id, h->method_id);
+	if (destroys) {
+		destroy_lock(true);
+		for (i = 0; i < n; i++) {
+			struct ib_uverbs_attr *a = &h->attrs[i];
+
+			a->data = (a->data & ~0xffffffffull) |
+				  not_own((uint32_t)a->data);
+			for (j = 0; j < sizeof(bufs[i]) / 4; j++)
+				((uint32_t *)bufs[i])[j] =
+					not_own(((uint32_t *)bufs[i])[j]);
+		}
+	}
 	ret = ioctl(fd, RDMA_VERBS_IOCTL, h);
+	if (destroys)
+		destroy_lock(false);
 	atomic_fetch_add(&st->ioctls, 1);
 	account(K_IOCTL, ret, 0);
 }
@@ -665,8 +771,13 @@ static void verbs_cq(void)
 		if (chance(50)) {
 			account(K_VERBS, ibv_resize_cq(w.cq[i], chance(80) ?
 						       1 + rnd_n(4096) : word()), 0);
-		} else if (!ibv_destroy_cq(w.cq[i])) {
-			w.cq[i] = NULL;
+		} else {
+			uint32_t h = w.cq[i]->handle;
+
+			if (!ibv_destroy_cq(w.cq[i])) {
+				forget_own(h);
+				w.cq[i] = NULL;
+			}
 		}
 		pthread_mutex_unlock(&w.lock);
 		return;
@@ -675,7 +786,7 @@ static void verbs_cq(void)
 	account(K_VERBS, cx ? 0 : -1, 0);
 	if (cx) {
 		w.cq[i] = ibv_cq_ex_to_cq(cx);
-		note_handle(w.cq[i]->handle);
+		note_own(w.cq[i]->handle);
 	}
 	pthread_mutex_unlock(&w.lock);
 }
@@ -720,6 +831,8 @@ static void verbs_qp(void)
 
 	pthread_mutex_lock(&w.lock);
 	if (w.qp[i]) {
+		uint32_t h = w.qp[i]->handle;
+
 		if (chance(70)) {
 			a.qp_state = rnd_n(7);
 			a.cur_qp_state = rnd_n(7);
@@ -751,6 +864,7 @@ static void verbs_qp(void)
 						       chance(80) ? rnd_n(1 << 21) :
 						       word()), 0);
 		} else if (chance(50) && !ibv_destroy_qp(w.qp[i])) {
+			forget_own(h);
 			w.qp[i] = NULL;
 			w.garbled[i] = false;
 		} else {
@@ -776,7 +890,7 @@ static void verbs_qp(void)
 	if (qp) {
 		w.qp[i] = qp;
 		w.garbled[i] = chance(30);	/* its rings are garbage's */
-		note_handle(qp->handle);
+		note_own(qp->handle);
 	}
 	pthread_mutex_unlock(&w.lock);
 }
@@ -791,10 +905,14 @@ static void verbs_mr(void)
 
 	pthread_mutex_lock(&w.lock);
 	if (w.mr[i]) {
+		uint32_t h = w.mr[i]->handle;
+
 		switch (rnd_n(3)) {
 		case 0:
-			if (!ibv_dereg_mr(w.mr[i]))
+			if (!ibv_dereg_mr(w.mr[i])) {
+				forget_own(h);
 				w.mr[i] = NULL;
+			}
 			break;
 		case 1:
 			/* IBV_REREG_MR_ERR_* (negative), errno set */
@@ -817,7 +935,7 @@ static void verbs_mr(void)
 	account(K_VERBS, mr ? 0 : -1, 0);
 	if (mr) {
 		w.mr[i] = mr;
-		note_handle(mr->handle);
+		note_own(mr->handle);
 	}
 	pthread_mutex_unlock(&w.lock);
 }
@@ -839,6 +957,7 @@ static void verbs_misc(void)
 	union ibv_gid g = {};
 	struct ibv_qp *qp;
 	uint8_t tmp[64];
+	uint32_t h;
 
 	pthread_mutex_lock(&w.lock);
 	switch (rnd_n(5)) {
@@ -847,34 +966,43 @@ static void verbs_misc(void)
 			struct ibv_srq_attr a = { .max_wr = word(),
 						  .srq_limit = word() };
 
-			if (chance(50))
+			h = w.srq[i]->handle;
+			if (chance(50)) {
 				account(K_VERBS, ibv_modify_srq(w.srq[i], &a,
 								rnd_n(4)), 0);
-			else if (!ibv_destroy_srq(w.srq[i]))
+			} else if (!ibv_destroy_srq(w.srq[i])) {
+				forget_own(h);
 				w.srq[i] = NULL;
+			}
 			break;
 		}
 		w.srq[i] = ibv_create_srq(w.pd[0], &sa);
 		account(K_VERBS, w.srq[i] ? 0 : -1, 0);
 		if (w.srq[i])
-			note_handle(w.srq[i]->handle);
+			note_own(w.srq[i]->handle);
 		break;
 	case 1:
 		if (w.mw[k]) {
-			if (!ibv_dealloc_mw(w.mw[k]))
+			h = w.mw[k]->handle;
+			if (!ibv_dealloc_mw(w.mw[k])) {
+				forget_own(h);
 				w.mw[k] = NULL;
+			}
 			break;
 		}
 		w.mw[k] = ibv_alloc_mw(w.pd[dev], chance(80) ? 1 + rnd_n(2) :
 				       word());
 		account(K_VERBS, w.mw[k] ? 0 : -1, 0);
 		if (w.mw[k])
-			note_handle(w.mw[k]->handle);
+			note_own(w.mw[k]->handle);
 		break;
 	case 2:
 		if (w.ah[k]) {
-			if (!ibv_destroy_ah(w.ah[k]))
+			h = w.ah[k]->handle;
+			if (!ibv_destroy_ah(w.ah[k])) {
+				forget_own(h);
 				w.ah[k] = NULL;
+			}
 			break;
 		}
 		remu_set_av(&ah, &w.gid[rnd_n(2)], chance(80) ? w.gidx[dev] :
@@ -886,7 +1014,7 @@ static void verbs_misc(void)
 		w.ah[k] = ibv_create_ah(w.pd[dev], &ah);
 		account(K_VERBS, w.ah[k] ? 0 : -1, 0);
 		if (w.ah[k])
-			note_handle(w.ah[k]->handle);
+			note_own(w.ah[k]->handle);
 		break;
 	case 3:
 		/* one of 16 IPv4-mapped groups (239.77.0.x), or any GID */
@@ -947,12 +1075,18 @@ static pid_t fork_tied(void)
 /* a fork whose child sends raw commands on the inherited fd, then exits */
 static void fork_user(int fd)
 {
-	pid_t pid = fork_tied();
+	pid_t pid;
 	int i, s;
 
-	if (pid < 0)
+	/* the child sees the own handles of now: none made until it is done */
+	pthread_mutex_lock(&w.lock);
+	pid = fork_tied();
+	if (pid < 0) {
+		pthread_mutex_unlock(&w.lock);
 		return;
+	}
 	if (!pid) {
+		in_forked_user = true;
 		rs ^= getpid();
 		for (i = 0; i < 50; i++)
 			if (chance(60))
@@ -963,6 +1097,7 @@ static void fork_user(int fd)
 	}
 	atomic_fetch_add(&st->forks, 1);
 	waitpid(pid, &s, 0);
+	pthread_mutex_unlock(&w.lock);
 	if (!WIFEXITED(s))
 		bad(__LINE__, s, 0);
 }
@@ -1083,11 +1218,11 @@ static int round_child(uint64_t seed, double secs)
 		w.pd[k] = ibv_alloc_pd(w.ctx[k]);
 		if (!w.pd[k])
 			return 4;
-		note_handle(w.pd[k]->handle);
+		note_own(w.pd[k]->handle);
 		w.cq[k] = ibv_create_cq(w.ctx[k], 64, NULL, NULL, 0);
 		if (!w.cq[k])
 			return 5;
-		note_handle(w.cq[k]->handle);
+		note_own(w.cq[k]->handle);
 	}
 	w.ch = ibv_create_comp_channel(w.ctx[0]);
 	for (i = 0; i < 6; i++) {
@@ -1096,7 +1231,7 @@ static int round_child(uint64_t seed, double secs)
 		ia.qp_type = i < 2 ? IBV_QPT_RC : i < 4 ? IBV_QPT_UC : IBV_QPT_UD;
 		w.qp[i] = ibv_create_qp(w.pd[k], &ia);
 		if (w.qp[i]) {
-			note_handle(w.qp[i]->handle);
+			note_own(w.qp[i]->handle);
 			w.garbled[i] = i >= 3;
 		}
 	}
