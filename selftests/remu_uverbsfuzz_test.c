@@ -123,6 +123,13 @@ struct world {
 	struct ibv_cq *cq[16];
 	struct ibv_qp *qp[16];
 	bool garbled[16];	/* the QP's rings were given to garbage */
+	/*
+	 * made with a CQ of the other context: the kernel read its number
+	 * in this context's table, so the provider's QP points at a CQ the
+	 * kernel QP does not hold, and that CQ must outlive the QP (the
+	 * provider's destroy cleans it)
+	 */
+	bool crossed[16];
 	struct ibv_srq *srq[4];
 	struct ibv_mr *mr[16];
 	struct ibv_mw *mw[8];
@@ -753,6 +760,18 @@ static void garbage(int fd)
 
 /* ---- verbs with random attributes ------------------------------------- */
 
+/* a QP of the other context points at @cq (struct world, crossed) */
+static bool cq_crossed(struct ibv_cq *cq)
+{
+	int j;
+
+	for (j = 0; j < 16; j++)
+		if (w.qp[j] && w.crossed[j] &&
+		    (w.qp[j]->send_cq == cq || w.qp[j]->recv_cq == cq))
+			return true;
+	return false;
+}
+
 static void verbs_cq(void)
 {
 	struct ibv_cq_init_attr_ex ca = {
@@ -768,7 +787,7 @@ static void verbs_cq(void)
 
 	pthread_mutex_lock(&w.lock);
 	if (w.cq[i]) {
-		if (chance(50)) {
+		if (chance(50) || cq_crossed(w.cq[i])) {
 			account(K_VERBS, ibv_resize_cq(w.cq[i], chance(80) ?
 						       1 + rnd_n(4096) : word()), 0);
 		} else {
@@ -889,6 +908,8 @@ static void verbs_qp(void)
 	account(K_VERBS, qp ? 0 : -1, 0);
 	if (qp) {
 		w.qp[i] = qp;
+		w.crossed[i] = qa.send_cq->context != w.ctx[dev] ||
+			       qa.recv_cq->context != w.ctx[dev];
 		w.garbled[i] = chance(30);	/* its rings are garbage's */
 		note_own(qp->handle);
 	}
