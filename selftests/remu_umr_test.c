@@ -23,6 +23,7 @@
  * SEND_WITH_INV (with and without REMOTE_INVALIDATE) then
  * reconfiguration; an underlying MR deregistered under the key; entries
  * over an ODP MR (faulted in through the key) and a device-memory MR;
+ * entries over a dma-buf MR and an implicit ODP MR, list and interleaved;
  * a peer's WRITEs and READs racing LOCAL_INV + UMR of the key; the
  * object counts coming back; and EOPNOTSUPP on an rxe device's objects.
  */
@@ -33,6 +34,7 @@
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
+#include "remu_dmabuf_exp.h"
 #include "remu_test.h"
 #include "remudv.h"
 
@@ -789,6 +791,113 @@ TEST_F(umr, odp_and_dm_entries)
 	EXPECT_EQ(0, ibv_free_dm(dm));
 	EXPECT_EQ(0, ibv_dereg_mr(odp));
 	munmap(obuf, MR_SPAN);
+}
+
+#define DB_SIZE		(64 << 10)	/* the dma-buf */
+#define DB_OFF		4096		/* its byte at the MR's iova */
+#define DB_IOVA		0x5d0000001000ULL
+
+/*
+ * Entries over a dma-buf MR (udmabuf, not zero based) and an implicit ODP
+ * MR (iova = address; a fresh mapping, faulted in through the key) beside
+ * a pinned MR: a list of four pieces (the dma-buf twice) and an
+ * interleaved key (a dma-buf and an implicit-ODP entry, 50 rows); the
+ * peer WRITEs all of each and READs it back, and each backing holds
+ * exactly the bytes its pieces got (the dma-buf through the memfd's view).
+ */
+TEST_F(umr, dmabuf_and_implicit_odp_entries)
+{
+	uint8_t *obuf, *want_db, *want_o, *a = self->a.buf;
+	struct remudv_mr_interleaved il[2];
+	struct ibv_mr *dbmr, *imp;
+	struct remudv_mkey *mk;
+	struct ibv_sge sge[4];
+	uint32_t len, r, o;
+	struct dbuf d;
+
+	if (dbuf_exporter_missing(EXP_UDMABUF))
+		SKIP(return, "%s", dbuf_exporter_missing(EXP_UDMABUF));
+	ASSERT_EQ(0, dbuf_create(&d, EXP_UDMABUF, DB_SIZE));
+	memset(d.view, GUARD, DB_SIZE);
+	dbmr = ibv_reg_dmabuf_mr(self->b.pd, DB_OFF, DB_SIZE - DB_OFF,
+				 DB_IOVA, d.fd, RIGHTS);
+	ASSERT_NE(NULL, dbmr);
+	imp = ibv_reg_mr(self->b.pd, NULL, SIZE_MAX,
+			 RIGHTS | IBV_ACCESS_ON_DEMAND);
+	ASSERT_NE(NULL, imp);
+	obuf = mmap(NULL, MR_SPAN, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, obuf);
+	want_db = malloc(DB_SIZE);
+	want_o = calloc(1, MR_SPAN);
+	ASSERT_NE(NULL, want_db);
+	ASSERT_NE(NULL, want_o);
+	memset(want_db, GUARD, DB_SIZE);
+
+	/* a list: dma-buf, implicit ODP (across a page), pinned, dma-buf */
+	sge[0] = (struct ibv_sge){ DB_IOVA + 777, 5000, dbmr->lkey };
+	sge[1] = (struct ibv_sge){ (uintptr_t)obuf + 4095, 7000, imp->lkey };
+	sge[2] = (struct ibv_sge){ B(10), 50, self->b.mr[0]->lkey };
+	sge[3] = (struct ibv_sge){ DB_IOVA + 30000, 1234, dbmr->lkey };
+	len = 5000 + 7000 + 50 + 1234;
+	mk = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, 4, sge));
+	pattern(a, len, 71);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 0, len, 0));
+	memcpy(want_db + DB_OFF + 777, a, 5000);
+	memcpy(want_o + 4095, a + 5000, 7000);
+	memcpy(self->m->img + 10, a + 12000, 50);
+	memcpy(want_db + DB_OFF + 30000, a + 12050, 1234);
+	dbuf_sync(&d, 0);
+	EXPECT_EQ(-1, remu_cmp(d.view, want_db, DB_SIZE));
+	dbuf_sync(&d, 1);
+	EXPECT_EQ(-1, remu_cmp(obuf, want_o, MR_SPAN));
+	EXPECT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	memset(a + len, 0, len);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk->rkey, 0, len, len));
+	EXPECT_EQ(-1, remu_cmp(a + len, a, len));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+
+	/* interleaved: 64 B of the dma-buf (36 skipped), 40 B of ODP memory */
+	il[0] = (struct remudv_mr_interleaved){ DB_IOVA + 40000, 64, 36,
+						dbmr->lkey };
+	il[1] = (struct remudv_mr_interleaved){ (uintptr_t)obuf + 100000 + 3,
+						40, 0, imp->lkey };
+	len = 50 * (64 + 40);
+	mk = mkey_new(&self->b, 2, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr(&self->b, mk, RIGHTS, 2, NULL, il, 50,
+				      UMR_FLAGS));
+	pattern(a, len, 72);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 0, len, 0));
+	for (r = 0, o = 0; r < 50; r++) {
+		memcpy(want_db + DB_OFF + 40000 + r * 100, a + o, 64);
+		o += 64;
+		memcpy(want_o + 100003 + r * 40, a + o, 40);
+		o += 40;
+	}
+	dbuf_sync(&d, 0);
+	EXPECT_EQ(-1, remu_cmp(d.view, want_db, DB_SIZE));
+	dbuf_sync(&d, 1);
+	EXPECT_EQ(-1, remu_cmp(obuf, want_o, MR_SPAN));
+	memset(a + len, 0, len);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk->rkey, 0, len, len));
+	EXPECT_EQ(-1, remu_cmp(a + len, a, len));
+	/* the pinned MRs of b were not touched by the interleaved key */
+	EXPECT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+
+	free(want_o);
+	free(want_db);
+	EXPECT_EQ(0, ibv_dereg_mr(imp));
+	munmap(obuf, MR_SPAN);
+	EXPECT_EQ(0, ibv_dereg_mr(dbmr));
+	dbuf_destroy(&d);
 }
 
 /* ---- a peer's accesses racing re-configuration ---- */
