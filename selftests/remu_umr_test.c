@@ -24,7 +24,8 @@
  * reconfiguration; an underlying MR deregistered under the key; entries
  * over an ODP MR (faulted in through the key) and a device-memory MR;
  * entries over a dma-buf MR and an implicit ODP MR, list and interleaved;
- * a peer's WRITEs and READs racing LOCAL_INV + UMR of the key; the
+ * a peer's WRITEs and READs racing LOCAL_INV + UMR of the key, and
+ * racing the key's destruction; the
  * object counts coming back; and EOPNOTSUPP on an rxe device's objects.
  */
 #include <errno.h>
@@ -1043,6 +1044,103 @@ TEST_F(umr, race_reconfigure)
 	ibv_destroy_qp(b2.qp);
 	ibv_destroy_cq(a2.cq);
 	ibv_destroy_cq(b2.cq);
+}
+
+#define DESTROY_ROUNDS	40
+
+/*
+ * Destruction racing the peer: in each round b configures a new key
+ * (layout of four_pieces()), a posts two WRITEs and two READs of 6 KiB
+ * through it, and b destroys the key after 0 to 1 ms, while they run.
+ * Every access succeeds or fails cleanly: REM_ACCESS_ERR, then the rest
+ * flushed; an access after the destruction is refused.  b's buffer holds
+ * only the guard or the byte of its key offset (race_byte()), every byte
+ * a READ returns likewise, and no key is left.
+ */
+TEST_F(umr, race_destroy)
+{
+	uint32_t round, j, x, k[4], len = 6144, ok = 0, failed = 0;
+	struct ibv_send_wr wr[4];
+	struct ibv_sge sg[4], lay[4];
+	struct remudv_mkey *mk;
+	struct ibv_wc wc;
+	uint8_t *want, *p;
+	uint32_t rkey;
+	int n, st, seen;
+
+	n = four_pieces(&self->b, lay);
+	model_list(self->m, &self->b, lay, n);
+	want = malloc(BUF_SIZE);
+	ASSERT_NE(NULL, want);
+	memset(want, GUARD, BUF_SIZE);
+	for (x = 0; x < self->m->len; x++)
+		want[self->m->map[x]] = race_byte(x);
+
+	for (round = 0; round < DESTROY_ROUNDS; round++) {
+		mk = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+		ASSERT_NE(NULL, mk);
+		ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, n,
+						   lay));
+		rkey = mk->rkey;
+		for (j = 0; j < 4; j++) {
+			k[j] = ((round * 4 + j) * 3119) % (self->m->len - len);
+			p = self->a.buf + j * len;
+			for (x = 0; x < len; x++)
+				p[x] = j & 1 ? 0 : race_byte(k[j] + x);
+			sg[j] = (struct ibv_sge){ (uintptr_t)p, len,
+						  self->a.mr[0]->lkey };
+			wr[j] = (struct ibv_send_wr){
+				.wr_id = j, .sg_list = &sg[j], .num_sge = 1,
+				.opcode = j & 1 ? IBV_WR_RDMA_READ :
+						  IBV_WR_RDMA_WRITE,
+				.send_flags = IBV_SEND_SIGNALED,
+				.next = j < 3 ? &wr[j + 1] : NULL };
+			wr[j].wr.rdma.remote_addr = k[j];
+			wr[j].wr.rdma.rkey = rkey;
+		}
+		ASSERT_EQ(0, remu_post_send(self->a.qp, wr));
+		usleep((round % 8) * 150);
+		ASSERT_EQ(0, remudv_destroy_mkey(mk));
+
+		for (j = 0, seen = 0; j < 4; j++) {
+			st = remu_poll_one(self->a.cq, &wc, 20);
+			ASSERT_EQ(j, wc.wr_id);
+			if (st == IBV_WC_SUCCESS) {
+				/* nothing completes after a failure */
+				ASSERT_EQ(0, seen);
+				ok++;
+				p = self->a.buf + j * len;
+				for (x = 0; (j & 1) && x < len; x++)
+					if (p[x] != GUARD &&
+					    p[x] != race_byte(k[j] + x))
+						ASSERT_EQ(race_byte(k[j] + x),
+							  p[x]);
+				continue;
+			}
+			ASSERT_EQ(seen ? IBV_WC_WR_FLUSH_ERR :
+					 IBV_WC_REM_ACCESS_ERR, st);
+			failed += !seen;
+			seen = 1;
+		}
+		if (seen)
+			ASSERT_EQ(0, reconnect(&self->a, &self->b));
+		/* the key is gone */
+		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+			  rdma(&self->a, IBV_WR_RDMA_WRITE, rkey, 0, 64, 0));
+		ASSERT_EQ(0, reconnect(&self->a, &self->b));
+		ASSERT_EQ(self->mkeys0, remu_obj_count("mkey"));
+	}
+	for (x = 0; x < BUF_SIZE; x++) {
+		if (self->b.buf[x] != GUARD && self->b.buf[x] != want[x]) {
+			EXPECT_EQ(want[x], self->b.buf[x]);
+			TH_LOG("byte %u of b's buffer", x);
+			break;
+		}
+	}
+	TH_LOG("%u accesses done, %u rounds cut by the destruction", ok,
+	       failed);
+	EXPECT_LT(0, ok);
+	free(want);
 }
 
 /*
