@@ -25,7 +25,8 @@
  * over an ODP MR (faulted in through the key) and a device-memory MR;
  * entries over a dma-buf MR and an implicit ODP MR, list and interleaved;
  * a peer's WRITEs and READs racing LOCAL_INV + UMR of the key, and
- * racing the key's destruction; the
+ * racing the key's destruction; the UMR counters and trace events
+ * counted exactly; the
  * object counts coming back; and EOPNOTSUPP on an rxe device's objects.
  */
 #include <errno.h>
@@ -37,6 +38,7 @@
 #include "kselftest_harness.h"
 #include "remu_dmabuf_exp.h"
 #include "remu_test.h"
+#include "remu_trace_lib.h"
 #include "remudv.h"
 
 #define BUF_SIZE	(1 << 20)
@@ -1141,6 +1143,152 @@ TEST_F(umr, race_destroy)
 	       failed);
 	EXPECT_LT(0, ok);
 	free(want);
+}
+
+/* ---- counters and trace events ---- */
+
+static const char *const umr_cnt[] = {
+	"umr_configs", "umr_errors", "mkey_segments", "mkey_entry_errors",
+	"mkeys",
+};
+
+#define UMR_NCNT	(sizeof(umr_cnt) / sizeof(umr_cnt[0]))
+
+static void umr_cnt_read(const char *dev, long long *v)
+{
+	unsigned int i;
+
+	for (i = 0; i < UMR_NCNT; i++)
+		v[i] = remu_hw_counter(dev, umr_cnt[i], !i);
+}
+
+/*
+ * The first counter of @dev that is not its value in @base plus the one
+ * in @d (its value in *@got), or -1.
+ */
+static int umr_cnt_off(const char *dev, const long long *base,
+		       const long long *d, long long *got)
+{
+	long long now[UMR_NCNT];
+	unsigned int i;
+
+	umr_cnt_read(dev, now);
+	for (i = 0; i < UMR_NCNT; i++) {
+		*got = now[i];
+		if (now[i] != base[i] + d[i])
+			return i;
+	}
+	return -1;
+}
+
+#define UMR_CNT_EXPECT(dev, base, ...)					\
+	do {								\
+		const long long d_[UMR_NCNT] = { __VA_ARGS__ };		\
+		long long got_;						\
+		int i_ = umr_cnt_off(dev, base, d_, &got_);		\
+		const char *nm_ = i_ < 0 ? "-" : umr_cnt[i_];		\
+									\
+		EXPECT_EQ(-1, i_) TH_LOG("counter %s is %lld", nm_ ? nm_ : "-", \
+					 got_);				\
+	} while (0)
+
+/*
+ * The counters of b's device, exactly: a key of four 8-byte pieces in
+ * four pages (a 32-byte WRITE and READ map 4 segments each, 6 bytes
+ * across two pieces 2 each), a key over two of its pieces (each piece
+ * maps a segment at both levels), a UMR of a valid key (umr_errors), an
+ * entry past its MR (one refused WRITE, mkey_entry_errors; a READ of its
+ * part inside the MR works), the mkeys gauge up by three, then back.
+ * The trace events say the same, and remu_mr_reg names an indirect key's
+ * kind.
+ */
+TEST_F(umr, counters_and_trace)
+{
+	struct ibv_sge sge[4] = {
+		{ B(100), 8, self->b.mr[0]->lkey },
+		{ B(3 * 4096 + 5), 8, self->b.mr[0]->lkey },
+		{ B(MR_SPAN + 8192 + 1), 8, self->b.mr[1]->lkey },
+		{ B(2 * MR_SPAN + 77), 8, self->b.mr[2]->lkey },
+	};
+	struct ibv_sge outer = { 8, 16, 0 }, past = { B(MR_SPAN - 4), 8,
+						      self->b.mr[0]->lkey };
+	const char *dev = variant->dev_b;
+	struct remudv_mkey *mk, *mk2, *mk3;
+	long long base[UMR_NCNT];
+	struct rt_ev *ev = NULL;
+	int n, i;
+
+	ASSERT_EQ(0, rt_setup("remu_umr_test", 1024, 1));
+	umr_cnt_read(dev, base);
+	/* a counter this module lacks reads -1 */
+	for (i = 0; i < (int)UMR_NCNT; i++)
+		ASSERT_LE(0, base[i]);
+
+	mk = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, 4, sge));
+	model_list(self->m, &self->b, sge, 4);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 0, 32,
+		   81);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 13, 6,
+		   82);
+	UMR_CNT_EXPECT(dev, base, 1, 0, 12, 0, 1);
+
+	/* a key of a key: bytes 8..23 of mk, two pieces, two levels */
+	mk2 = mkey_new(&self->b, 1, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk2);
+	outer.lkey = mk->lkey;
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk2, RIGHTS, 1, &outer));
+	memset(self->a.buf, 0, 16);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk2->rkey, 0, 16, 0));
+	for (i = 0; i < 16; i++)
+		ASSERT_EQ(self->b.buf[self->m->map[8 + i]], self->a.buf[i]);
+	UMR_CNT_EXPECT(dev, base, 2, 0, 16, 0, 2);
+
+	/* a UMR of a key that is still valid: refused when executed */
+	ASSERT_EQ(IBV_WC_MW_BIND_ERR, umr_list(&self->b, mk, RIGHTS, 4, sge));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+
+	/* an entry 4 bytes past its MR: a WRITE of it refused, a READ in */
+	mk3 = mkey_new(&self->b, 1, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk3);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk3, RIGHTS, 1, &past));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk3->rkey, 0, 8, 0));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk3->rkey, 0, 4, 0));
+	EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf + MR_SPAN - 4, 4));
+	EXPECT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	UMR_CNT_EXPECT(dev, base, 3, 1, 17, 1, 3);
+
+	n = rt_read(&ev);
+	ASSERT_LT(0, n);
+	EXPECT_EQ(3, rt_count(ev, n, "remu_umr", dev, "err", 0));
+	i = rt_find(ev, n, 0, 0, "remu_umr", dev, "err", -EBUSY);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(mk->lkey, rt_num(&ev[i], "key", 0));
+	EXPECT_TRUE(rt_is(&ev[i], "mode", "list"));
+	EXPECT_EQ(1, rt_count(ev, n, "remu_umr", dev, "key", mk3->lkey));
+	i = rt_find(ev, n, 0, 0, "remu_umr", dev, "key", mk2->lkey);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(16, rt_num(&ev[i], "length", 0));
+	EXPECT_EQ(1, rt_count(ev, n, "remu_mkey_err", dev, NULL, 0));
+	i = rt_find(ev, n, 0, 0, "remu_mkey_err", dev, "key", mk3->lkey);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(8, rt_num(&ev[i], "length", 0));
+	i = rt_find(ev, n, 0, 0, "remu_mr_reg", dev, "key", mk->lkey);
+	ASSERT_LE(0, i);
+	EXPECT_TRUE(rt_is(&ev[i], "kind", "indirect")) TH_LOG("%s",
+							     ev[i].text);
+	free(ev);
+	rt_close();
+
+	EXPECT_EQ(0, remudv_destroy_mkey(mk2));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk3));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+	UMR_CNT_EXPECT(dev, base, 3, 1, 17, 1, 0);
 }
 
 /*

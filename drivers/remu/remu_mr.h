@@ -652,7 +652,7 @@ void remu_mkey_unmap(struct remu_mr_seg *seg);
 int remu_mkey_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
 		    u64 len, unsigned int access, unsigned int depth);
 /* REMU_WR_UMR: 0, or -EINVAL/-EPERM/-EBUSY/-ENOMEM (IB_WC_MW_BIND_ERR) */
-int remu_mkey_umr(struct remu_dev *rdev, struct remu_pd *pd,
+int remu_mkey_umr(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
 		  const struct remu_send_wqe *w);
 struct remu_mr *remu_mkey_create(struct ib_pd *ibpd, u32 max_entries,
 				 bool remote_inv);
