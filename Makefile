@@ -57,8 +57,9 @@ provider:
 selftests: provider
 	$(MAKE) -C selftests
 
-# programs of the project's own (tools/remu_dm_bench for scripts/bench --dm)
-tools:
+# programs of the project's own (tools/remu_dm_bench for scripts/bench --dm);
+# after the provider: remu_umr_bench links libremu
+tools: provider
 	$(MAKE) -C tools
 
 # the tour's chapters (tour/*.c, run by scripts/demo)

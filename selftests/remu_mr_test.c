@@ -836,4 +836,21 @@ TEST_F(kulp, other_pd_and_post_errors)
 	RUN_ULP(REMU_TMR_ULP_OTHER_PD);
 }
 
+/*
+ * IB_MR_TYPE_SG_GAPS: an MR over six pieces of any offset and length
+ * (ib_map_mr_sg ignores page boundaries), REG_MR, the peer's WRITEs and
+ * READs and A's SEND/receive through it, every byte of the buffer behind
+ * it checked (pieces and gaps); mapped from an offset; past its end.
+ */
+TEST_F(kulp, sg_gaps_write_read)
+{
+	RUN_ULP(REMU_TMR_ULP_SG_GAPS);
+}
+
+/* SG_GAPS misuse: max_num_sg 0 or too big, more pieces than entries... */
+TEST_F(kulp, sg_gaps_misuse)
+{
+	RUN_ULP(REMU_TMR_ULP_SG_GAPS_MISUSE);
+}
+
 TEST_HARNESS_MAIN

@@ -23,7 +23,10 @@
  * SEND_WITH_INV (with and without REMOTE_INVALIDATE) then
  * reconfiguration; an underlying MR deregistered under the key; entries
  * over an ODP MR (faulted in through the key) and a device-memory MR;
- * a peer's WRITEs and READs racing LOCAL_INV + UMR of the key; the
+ * entries over a dma-buf MR and an implicit ODP MR, list and interleaved;
+ * a peer's WRITEs and READs racing LOCAL_INV + UMR of the key, and
+ * racing the key's destruction; the UMR counters and trace events
+ * counted exactly; the
  * object counts coming back; and EOPNOTSUPP on an rxe device's objects.
  */
 #include <errno.h>
@@ -33,7 +36,9 @@
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
+#include "remu_dmabuf_exp.h"
 #include "remu_test.h"
+#include "remu_trace_lib.h"
 #include "remudv.h"
 
 #define BUF_SIZE	(1 << 20)
@@ -791,6 +796,113 @@ TEST_F(umr, odp_and_dm_entries)
 	munmap(obuf, MR_SPAN);
 }
 
+#define DB_SIZE		(64 << 10)	/* the dma-buf */
+#define DB_OFF		4096		/* its byte at the MR's iova */
+#define DB_IOVA		0x5d0000001000ULL
+
+/*
+ * Entries over a dma-buf MR (udmabuf, not zero based) and an implicit ODP
+ * MR (iova = address; a fresh mapping, faulted in through the key) beside
+ * a pinned MR: a list of four pieces (the dma-buf twice) and an
+ * interleaved key (a dma-buf and an implicit-ODP entry, 50 rows); the
+ * peer WRITEs all of each and READs it back, and each backing holds
+ * exactly the bytes its pieces got (the dma-buf through the memfd's view).
+ */
+TEST_F(umr, dmabuf_and_implicit_odp_entries)
+{
+	uint8_t *obuf, *want_db, *want_o, *a = self->a.buf;
+	struct remudv_mr_interleaved il[2];
+	struct ibv_mr *dbmr, *imp;
+	struct remudv_mkey *mk;
+	struct ibv_sge sge[4];
+	uint32_t len, r, o;
+	struct dbuf d;
+
+	if (dbuf_exporter_missing(EXP_UDMABUF))
+		SKIP(return, "%s", dbuf_exporter_missing(EXP_UDMABUF));
+	ASSERT_EQ(0, dbuf_create(&d, EXP_UDMABUF, DB_SIZE));
+	memset(d.view, GUARD, DB_SIZE);
+	dbmr = ibv_reg_dmabuf_mr(self->b.pd, DB_OFF, DB_SIZE - DB_OFF,
+				 DB_IOVA, d.fd, RIGHTS);
+	ASSERT_NE(NULL, dbmr);
+	imp = ibv_reg_mr(self->b.pd, NULL, SIZE_MAX,
+			 RIGHTS | IBV_ACCESS_ON_DEMAND);
+	ASSERT_NE(NULL, imp);
+	obuf = mmap(NULL, MR_SPAN, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, obuf);
+	want_db = malloc(DB_SIZE);
+	want_o = calloc(1, MR_SPAN);
+	ASSERT_NE(NULL, want_db);
+	ASSERT_NE(NULL, want_o);
+	memset(want_db, GUARD, DB_SIZE);
+
+	/* a list: dma-buf, implicit ODP (across a page), pinned, dma-buf */
+	sge[0] = (struct ibv_sge){ DB_IOVA + 777, 5000, dbmr->lkey };
+	sge[1] = (struct ibv_sge){ (uintptr_t)obuf + 4095, 7000, imp->lkey };
+	sge[2] = (struct ibv_sge){ B(10), 50, self->b.mr[0]->lkey };
+	sge[3] = (struct ibv_sge){ DB_IOVA + 30000, 1234, dbmr->lkey };
+	len = 5000 + 7000 + 50 + 1234;
+	mk = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, 4, sge));
+	pattern(a, len, 71);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 0, len, 0));
+	memcpy(want_db + DB_OFF + 777, a, 5000);
+	memcpy(want_o + 4095, a + 5000, 7000);
+	memcpy(self->m->img + 10, a + 12000, 50);
+	memcpy(want_db + DB_OFF + 30000, a + 12050, 1234);
+	dbuf_sync(&d, 0);
+	EXPECT_EQ(-1, remu_cmp(d.view, want_db, DB_SIZE));
+	dbuf_sync(&d, 1);
+	EXPECT_EQ(-1, remu_cmp(obuf, want_o, MR_SPAN));
+	EXPECT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	memset(a + len, 0, len);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk->rkey, 0, len, len));
+	EXPECT_EQ(-1, remu_cmp(a + len, a, len));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+
+	/* interleaved: 64 B of the dma-buf (36 skipped), 40 B of ODP memory */
+	il[0] = (struct remudv_mr_interleaved){ DB_IOVA + 40000, 64, 36,
+						dbmr->lkey };
+	il[1] = (struct remudv_mr_interleaved){ (uintptr_t)obuf + 100000 + 3,
+						40, 0, imp->lkey };
+	len = 50 * (64 + 40);
+	mk = mkey_new(&self->b, 2, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr(&self->b, mk, RIGHTS, 2, NULL, il, 50,
+				      UMR_FLAGS));
+	pattern(a, len, 72);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk->rkey, 0, len, 0));
+	for (r = 0, o = 0; r < 50; r++) {
+		memcpy(want_db + DB_OFF + 40000 + r * 100, a + o, 64);
+		o += 64;
+		memcpy(want_o + 100003 + r * 40, a + o, 40);
+		o += 40;
+	}
+	dbuf_sync(&d, 0);
+	EXPECT_EQ(-1, remu_cmp(d.view, want_db, DB_SIZE));
+	dbuf_sync(&d, 1);
+	EXPECT_EQ(-1, remu_cmp(obuf, want_o, MR_SPAN));
+	memset(a + len, 0, len);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk->rkey, 0, len, len));
+	EXPECT_EQ(-1, remu_cmp(a + len, a, len));
+	/* the pinned MRs of b were not touched by the interleaved key */
+	EXPECT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+
+	free(want_o);
+	free(want_db);
+	EXPECT_EQ(0, ibv_dereg_mr(imp));
+	munmap(obuf, MR_SPAN);
+	EXPECT_EQ(0, ibv_dereg_mr(dbmr));
+	dbuf_destroy(&d);
+}
+
 /* ---- a peer's accesses racing re-configuration ---- */
 
 #define RACE_ROUNDS	100
@@ -934,6 +1046,249 @@ TEST_F(umr, race_reconfigure)
 	ibv_destroy_qp(b2.qp);
 	ibv_destroy_cq(a2.cq);
 	ibv_destroy_cq(b2.cq);
+}
+
+#define DESTROY_ROUNDS	40
+
+/*
+ * Destruction racing the peer: in each round b configures a new key
+ * (layout of four_pieces()), a posts two WRITEs and two READs of 6 KiB
+ * through it, and b destroys the key after 0 to 1 ms, while they run.
+ * Every access succeeds or fails cleanly: REM_ACCESS_ERR, then the rest
+ * flushed; an access after the destruction is refused.  b's buffer holds
+ * only the guard or the byte of its key offset (race_byte()), every byte
+ * a READ returns likewise, and no key is left.
+ */
+TEST_F(umr, race_destroy)
+{
+	uint32_t round, j, x, k[4], len = 6144, ok = 0, failed = 0;
+	struct ibv_send_wr wr[4];
+	struct ibv_sge sg[4], lay[4];
+	struct remudv_mkey *mk;
+	struct ibv_wc wc;
+	uint8_t *want, *p;
+	uint32_t rkey;
+	int n, st, seen;
+
+	n = four_pieces(&self->b, lay);
+	model_list(self->m, &self->b, lay, n);
+	want = malloc(BUF_SIZE);
+	ASSERT_NE(NULL, want);
+	memset(want, GUARD, BUF_SIZE);
+	for (x = 0; x < self->m->len; x++)
+		want[self->m->map[x]] = race_byte(x);
+
+	for (round = 0; round < DESTROY_ROUNDS; round++) {
+		mk = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+		ASSERT_NE(NULL, mk);
+		ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, n,
+						   lay));
+		rkey = mk->rkey;
+		for (j = 0; j < 4; j++) {
+			k[j] = ((round * 4 + j) * 3119) % (self->m->len - len);
+			p = self->a.buf + j * len;
+			for (x = 0; x < len; x++)
+				p[x] = j & 1 ? 0 : race_byte(k[j] + x);
+			sg[j] = (struct ibv_sge){ (uintptr_t)p, len,
+						  self->a.mr[0]->lkey };
+			wr[j] = (struct ibv_send_wr){
+				.wr_id = j, .sg_list = &sg[j], .num_sge = 1,
+				.opcode = j & 1 ? IBV_WR_RDMA_READ :
+						  IBV_WR_RDMA_WRITE,
+				.send_flags = IBV_SEND_SIGNALED,
+				.next = j < 3 ? &wr[j + 1] : NULL };
+			wr[j].wr.rdma.remote_addr = k[j];
+			wr[j].wr.rdma.rkey = rkey;
+		}
+		ASSERT_EQ(0, remu_post_send(self->a.qp, wr));
+		usleep((round % 8) * 150);
+		ASSERT_EQ(0, remudv_destroy_mkey(mk));
+
+		for (j = 0, seen = 0; j < 4; j++) {
+			st = remu_poll_one(self->a.cq, &wc, 20);
+			ASSERT_EQ(j, wc.wr_id);
+			if (st == IBV_WC_SUCCESS) {
+				/* nothing completes after a failure */
+				ASSERT_EQ(0, seen);
+				ok++;
+				p = self->a.buf + j * len;
+				for (x = 0; (j & 1) && x < len; x++)
+					if (p[x] != GUARD &&
+					    p[x] != race_byte(k[j] + x))
+						ASSERT_EQ(race_byte(k[j] + x),
+							  p[x]);
+				continue;
+			}
+			ASSERT_EQ(seen ? IBV_WC_WR_FLUSH_ERR :
+					 IBV_WC_REM_ACCESS_ERR, st);
+			failed += !seen;
+			seen = 1;
+		}
+		if (seen)
+			ASSERT_EQ(0, reconnect(&self->a, &self->b));
+		/* the key is gone */
+		EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+			  rdma(&self->a, IBV_WR_RDMA_WRITE, rkey, 0, 64, 0));
+		ASSERT_EQ(0, reconnect(&self->a, &self->b));
+		ASSERT_EQ(self->mkeys0, remu_obj_count("mkey"));
+	}
+	for (x = 0; x < BUF_SIZE; x++) {
+		if (self->b.buf[x] != GUARD && self->b.buf[x] != want[x]) {
+			EXPECT_EQ(want[x], self->b.buf[x]);
+			TH_LOG("byte %u of b's buffer", x);
+			break;
+		}
+	}
+	TH_LOG("%u accesses done, %u rounds cut by the destruction", ok,
+	       failed);
+	EXPECT_LT(0, ok);
+	free(want);
+}
+
+/* ---- counters and trace events ---- */
+
+static const char *const umr_cnt[] = {
+	"umr_configs", "umr_errors", "mkey_segments", "mkey_entry_errors",
+	"mkeys",
+};
+
+#define UMR_NCNT	(sizeof(umr_cnt) / sizeof(umr_cnt[0]))
+
+static void umr_cnt_read(const char *dev, long long *v)
+{
+	unsigned int i;
+
+	for (i = 0; i < UMR_NCNT; i++)
+		v[i] = remu_hw_counter(dev, umr_cnt[i], !i);
+}
+
+/*
+ * The first counter of @dev that is not its value in @base plus the one
+ * in @d (its value in *@got), or -1.
+ */
+static int umr_cnt_off(const char *dev, const long long *base,
+		       const long long *d, long long *got)
+{
+	long long now[UMR_NCNT];
+	unsigned int i;
+
+	umr_cnt_read(dev, now);
+	for (i = 0; i < UMR_NCNT; i++) {
+		*got = now[i];
+		if (now[i] != base[i] + d[i])
+			return i;
+	}
+	return -1;
+}
+
+#define UMR_CNT_EXPECT(dev, base, ...)					\
+	do {								\
+		const long long d_[UMR_NCNT] = { __VA_ARGS__ };		\
+		long long got_;						\
+		int i_ = umr_cnt_off(dev, base, d_, &got_);		\
+		const char *nm_ = i_ < 0 ? "-" : umr_cnt[i_];		\
+									\
+		EXPECT_EQ(-1, i_) TH_LOG("counter %s is %lld", nm_ ? nm_ : "-", \
+					 got_);				\
+	} while (0)
+
+/*
+ * The counters of b's device, exactly: a key of four 8-byte pieces in
+ * four pages (a 32-byte WRITE and READ map 4 segments each, 6 bytes
+ * across two pieces 2 each), a key over two of its pieces (each piece
+ * maps a segment at both levels), a UMR of a valid key (umr_errors), an
+ * entry past its MR (one refused WRITE, mkey_entry_errors; a READ of its
+ * part inside the MR works), the mkeys gauge up by three, then back.
+ * The trace events say the same, and remu_mr_reg names an indirect key's
+ * kind.
+ */
+TEST_F(umr, counters_and_trace)
+{
+	struct ibv_sge sge[4] = {
+		{ B(100), 8, self->b.mr[0]->lkey },
+		{ B(3 * 4096 + 5), 8, self->b.mr[0]->lkey },
+		{ B(MR_SPAN + 8192 + 1), 8, self->b.mr[1]->lkey },
+		{ B(2 * MR_SPAN + 77), 8, self->b.mr[2]->lkey },
+	};
+	struct ibv_sge outer = { 8, 16, 0 }, past = { B(MR_SPAN - 4), 8,
+						      self->b.mr[0]->lkey };
+	const char *dev = variant->dev_b;
+	struct remudv_mkey *mk, *mk2, *mk3;
+	long long base[UMR_NCNT];
+	struct rt_ev *ev = NULL;
+	int n, i;
+
+	ASSERT_EQ(0, rt_setup("remu_umr_test", 1024, 1));
+	umr_cnt_read(dev, base);
+	/* a counter this module lacks reads -1 */
+	for (i = 0; i < (int)UMR_NCNT; i++)
+		ASSERT_LE(0, base[i]);
+
+	mk = mkey_new(&self->b, 4, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk, RIGHTS, 4, sge));
+	model_list(self->m, &self->b, sge, 4);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 0, 32,
+		   81);
+	write_read(_metadata, &self->a, &self->b, self->m, mk->rkey, 13, 6,
+		   82);
+	UMR_CNT_EXPECT(dev, base, 1, 0, 12, 0, 1);
+
+	/* a key of a key: bytes 8..23 of mk, two pieces, two levels */
+	mk2 = mkey_new(&self->b, 1, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk2);
+	outer.lkey = mk->lkey;
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk2, RIGHTS, 1, &outer));
+	memset(self->a.buf, 0, 16);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk2->rkey, 0, 16, 0));
+	for (i = 0; i < 16; i++)
+		ASSERT_EQ(self->b.buf[self->m->map[8 + i]], self->a.buf[i]);
+	UMR_CNT_EXPECT(dev, base, 2, 0, 16, 0, 2);
+
+	/* a UMR of a key that is still valid: refused when executed */
+	ASSERT_EQ(IBV_WC_MW_BIND_ERR, umr_list(&self->b, mk, RIGHTS, 4, sge));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+
+	/* an entry 4 bytes past its MR: a WRITE of it refused, a READ in */
+	mk3 = mkey_new(&self->b, 1, REMUDV_MKEY_INIT_ATTR_FLAGS_INDIRECT);
+	ASSERT_NE(NULL, mk3);
+	ASSERT_EQ(IBV_WC_SUCCESS, umr_list(&self->b, mk3, RIGHTS, 1, &past));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  rdma(&self->a, IBV_WR_RDMA_WRITE, mk3->rkey, 0, 8, 0));
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  rdma(&self->a, IBV_WR_RDMA_READ, mk3->rkey, 0, 4, 0));
+	EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf + MR_SPAN - 4, 4));
+	EXPECT_EQ(-1, remu_cmp(self->b.buf, self->m->img, BUF_SIZE));
+	UMR_CNT_EXPECT(dev, base, 3, 1, 17, 1, 3);
+
+	n = rt_read(&ev);
+	ASSERT_LT(0, n);
+	EXPECT_EQ(3, rt_count(ev, n, "remu_umr", dev, "err", 0));
+	i = rt_find(ev, n, 0, 0, "remu_umr", dev, "err", -EBUSY);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(mk->lkey, rt_num(&ev[i], "key", 0));
+	EXPECT_TRUE(rt_is(&ev[i], "mode", "list"));
+	EXPECT_EQ(1, rt_count(ev, n, "remu_umr", dev, "key", mk3->lkey));
+	i = rt_find(ev, n, 0, 0, "remu_umr", dev, "key", mk2->lkey);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(16, rt_num(&ev[i], "length", 0));
+	EXPECT_EQ(1, rt_count(ev, n, "remu_mkey_err", dev, NULL, 0));
+	i = rt_find(ev, n, 0, 0, "remu_mkey_err", dev, "key", mk3->lkey);
+	ASSERT_LE(0, i);
+	EXPECT_EQ(8, rt_num(&ev[i], "length", 0));
+	i = rt_find(ev, n, 0, 0, "remu_mr_reg", dev, "key", mk->lkey);
+	ASSERT_LE(0, i);
+	EXPECT_TRUE(rt_is(&ev[i], "kind", "indirect")) TH_LOG("%s",
+							     ev[i].text);
+	free(ev);
+	rt_close();
+
+	EXPECT_EQ(0, remudv_destroy_mkey(mk2));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk3));
+	EXPECT_EQ(0, remudv_destroy_mkey(mk));
+	UMR_CNT_EXPECT(dev, base, 3, 1, 17, 1, 0);
 }
 
 /*

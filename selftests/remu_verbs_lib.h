@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -596,6 +597,20 @@ static inline void remu_end_close(struct remu_end *e)
 {
 	remu_close_objs(e->qp, NULL, NULL, e->cq, e->pd, e->ctx);
 	memset(e, 0, sizeof(*e));
+}
+
+static inline int remu_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The median of the @n values of @v (sorted in place), for benchmarks. */
+static inline double remu_median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), remu_cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* CLOCK_MONOTONIC in seconds. */

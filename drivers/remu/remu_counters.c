@@ -72,6 +72,11 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_DMABUF_INVALIDATIONS]	= { .name = "dmabuf_invalidations" },
 	[REMU_CNT_DMABUF_REMAPS]	= { .name = "dmabuf_remaps" },
 	[REMU_CNT_DMABUF_MRS]		= { .name = "dmabuf_mrs" },
+	[REMU_CNT_UMR_CONFIGS]		= { .name = "umr_configs" },
+	[REMU_CNT_UMR_ERRORS]		= { .name = "umr_errors" },
+	[REMU_CNT_MKEY_SEGMENTS]	= { .name = "mkey_segments" },
+	[REMU_CNT_MKEY_ENTRY_ERRORS]	= { .name = "mkey_entry_errors" },
+	[REMU_CNT_MKEYS]		= { .name = "mkeys" },
 };
 
 struct rdma_hw_stats *remu_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -84,6 +84,13 @@ enum remu_counter {
 	REMU_CNT_DMABUF_INVALIDATIONS,	/* ... that dropped a live mapping */
 	REMU_CNT_DMABUF_REMAPS,		/* re-maps on access after that */
 	REMU_CNT_DMABUF_MRS,		/* a gauge: live dma-buf MRs */
+	/* indirect memory keys (remu_mkey.c) */
+	REMU_CNT_UMR_CONFIGS,		/* UMRs that configured a key */
+	REMU_CNT_UMR_ERRORS,		/* UMRs refused when executed */
+	REMU_CNT_MKEY_SEGMENTS,		/* segments mapped through a key
+					 * (each nesting level counts) */
+	REMU_CNT_MKEY_ENTRY_ERRORS,	/* accesses a key's entries refused */
+	REMU_CNT_MKEYS,			/* a gauge: live indirect keys */
 	REMU_CNT_COUNT
 };
 

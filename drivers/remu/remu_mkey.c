@@ -23,12 +23,19 @@
  * and copy out what they need.  State changes are cmpxchg()es as for
  * fast-reg MRs: FREE -> CONFIG (UMR) -> VALID, VALID -> FREE
  * (remu_mr_invalidate()), anything -> ZOMBIE (remu_dereg_mr()).
+ *
+ * Counters (remu_counters.h): umr_configs / umr_errors per UMR executed,
+ * mkey_segments per segment mapped through a key (at each nesting
+ * level), mkey_entry_errors per access the outermost key's entries
+ * refused (a check or a map at depth 0), the mkeys gauge; trace events
+ * remu_umr and remu_mkey_err (remu_trace.h) at the same points.
  */
 #include <linux/math64.h>
 #include <linux/overflow.h>
 #include <linux/slab.h>
 
 #include "remu.h"
+#include "remu_trace.h"
 
 /**
  * struct remu_mkey_ent - one entry of a layout
@@ -76,6 +83,7 @@ static void remu_mkey_release(struct remu_mr *mr)
 	l = rcu_dereference_protected(mr->mkey_layout, true);
 	if (l)
 		kfree_rcu(l, rcu);
+	remu_count_add(mr->rdev, REMU_CNT_MKEYS, -1);
 	remu_obj_put(REMU_OBJ_MKEY);
 }
 
@@ -133,8 +141,9 @@ static struct remu_mr *remu_mkey_entry_mr(struct remu_mr *mr,
 	return inner;
 }
 
-int remu_mkey_map(struct remu_mr *mr, u64 off, u64 len, bool write,
-		  struct remu_mr_seg *seg, unsigned int depth)
+static int remu_mkey_map_one(struct remu_mr *mr, u64 off, u64 len,
+			     bool write, struct remu_mr_seg *seg,
+			     unsigned int depth)
 {
 	struct remu_mkey_piece p;
 	struct remu_mr_seg tmp;
@@ -170,6 +179,25 @@ int remu_mkey_map(struct remu_mr *mr, u64 off, u64 len, bool write,
 	return 0;
 }
 
+/* an access the outermost key's entries refused: counted and traced */
+static void remu_mkey_refused(struct remu_mr *mr, u64 off, u64 len, int err)
+{
+	remu_count(mr->rdev, REMU_CNT_MKEY_ENTRY_ERRORS);
+	trace_remu_mkey_err(mr, off, len, err);
+}
+
+int remu_mkey_map(struct remu_mr *mr, u64 off, u64 len, bool write,
+		  struct remu_mr_seg *seg, unsigned int depth)
+{
+	int err = remu_mkey_map_one(mr, off, len, write, seg, depth);
+
+	if (!err)
+		remu_count(mr->rdev, REMU_CNT_MKEY_SEGMENTS);
+	else if (!depth)
+		remu_mkey_refused(mr, off, len, err);
+	return err;
+}
+
 void remu_mkey_unmap(struct remu_mr_seg *seg)
 {
 	struct remu_mr *inner = seg->via[--seg->nvia];
@@ -178,10 +206,11 @@ void remu_mkey_unmap(struct remu_mr_seg *seg)
 	remu_mr_put(inner);
 }
 
-int remu_mkey_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
-		    u64 len, unsigned int access, unsigned int depth)
+static int remu_mkey_check_one(struct remu_mr *mr, struct remu_pd *pd,
+			       u64 off, u64 len, unsigned int access,
+			       unsigned int depth)
 {
-	u64 off = iova - mr->iova, done = 0;
+	u64 done = 0;
 	int err = 0;
 
 	if (depth >= REMU_MKEY_MAX_DEPTH)
@@ -203,6 +232,17 @@ int remu_mkey_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
 		remu_mr_put(inner);
 		done += n;
 	}
+	return err;
+}
+
+int remu_mkey_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
+		    u64 len, unsigned int access, unsigned int depth)
+{
+	u64 off = iova - mr->iova;
+	int err = remu_mkey_check_one(mr, pd, off, len, access, depth);
+
+	if (err && !depth)
+		remu_mkey_refused(mr, off, len, err);
 	return err;
 }
 
@@ -259,8 +299,8 @@ static struct remu_mkey_layout *remu_mkey_layout_new(
 	return l;
 }
 
-int remu_mkey_umr(struct remu_dev *rdev, struct remu_pd *pd,
-		  const struct remu_send_wqe *w)
+static int remu_mkey_umr_one(struct remu_dev *rdev, struct remu_pd *pd,
+			     const struct remu_send_wqe *w, u64 *length)
 {
 	struct remu_mkey_layout *l, *old;
 	unsigned int access = w->remote_qkey;
@@ -297,6 +337,7 @@ int remu_mkey_umr(struct remu_dev *rdev, struct remu_pd *pd,
 	}
 	mr->iova = 0;		/* zero based, as mlx5's indirect mkeys */
 	mr->length = l->rowlen * l->rows;
+	*length = mr->length;
 	WRITE_ONCE(mr->access, access);
 	old = rcu_replace_pointer(mr->mkey_layout, l, true);
 	if (old)
@@ -307,6 +348,17 @@ int remu_mkey_umr(struct remu_dev *rdev, struct remu_pd *pd,
 		err = -EINVAL;	/* deregistered meanwhile */
 out:
 	remu_mr_put(mr);
+	return err;
+}
+
+int remu_mkey_umr(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
+		  const struct remu_send_wqe *w)
+{
+	u64 length = 0;
+	int err = remu_mkey_umr_one(rdev, pd, w, &length);
+
+	remu_count(rdev, err ? REMU_CNT_UMR_ERRORS : REMU_CNT_UMR_CONFIGS);
+	trace_remu_umr(rdev, w, qpn, err ? 0 : length, err);
 	return err;
 }
 
@@ -325,6 +377,7 @@ struct remu_mr *remu_mkey_create(struct ib_pd *ibpd, u32 max_entries,
 	mr->mkey_remote_inv = remote_inv;
 	/* counted before publish: a failed publish releases (and uncounts) */
 	remu_obj_get(REMU_OBJ_MKEY);
+	remu_count_add(to_remu_dev(ibpd->device), REMU_CNT_MKEYS, 1);
 	ibmr = remu_mr_publish(mr);
 	if (IS_ERR(ibmr))
 		return ERR_CAST(ibmr);

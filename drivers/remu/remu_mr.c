@@ -12,7 +12,8 @@
  * numbers and the lifetime rules are documented in remu_mr.h.
  *
  * Backings: REMU_MR_KERNEL (kernel linear map), REMU_MR_UMEM (pinned user
- * pages from ib_umem_get), REMU_MR_FAST_REG (map_mr_sg page list) and
+ * pages from ib_umem_get), REMU_MR_FAST_REG (map_mr_sg page list, or any
+ * entries for IB_MR_TYPE_SG_GAPS) and
  * REMU_MR_DM (device memory; its ops are in remu_dm.c) here; REMU_MR_ODP
  * (on-demand paging) in remu_odp.c, which answers -EAGAIN.  Each
  * translates "byte offset in the MR" to a segment through its
@@ -158,6 +159,7 @@ static int remu_fr_map(struct remu_mr *mr, u64 off, u64 len, bool write,
 
 static void remu_fr_release(struct remu_mr *mr)
 {
+	kfree(mr->fr_ends);
 	kfree(mr->fr_addrs);
 }
 
@@ -165,6 +167,53 @@ static const struct remu_mr_backing_ops remu_fr_ops = {
 	.map = remu_fr_map,
 	.release = remu_fr_release,
 };
+
+/*
+ * FAST_REG of type IB_MR_TYPE_SG_GAPS: entry i holds the bytes
+ * [fr_ends[i - 1], fr_ends[i]) of the MR (fr_ends[-1] being 0) at kernel
+ * address fr_addrs[i]; entries have any address and length.
+ */
+static int remu_fr_gaps_map(struct remu_mr *mr, u64 off, u64 len, bool write,
+			    struct remu_mr_seg *seg)
+{
+	u32 lo = 0, hi = mr->npages;
+	u64 start, n;
+	void *kaddr;
+
+	/* the first entry that ends after @off */
+	while (lo < hi) {
+		u32 mid = lo + (hi - lo) / 2;
+
+		if (mr->fr_ends[mid] > off)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	if (lo >= mr->npages)
+		return -EFAULT;
+	start = lo ? mr->fr_ends[lo - 1] : 0;
+	kaddr = (void *)(uintptr_t)(mr->fr_addrs[lo] + (off - start));
+	n = min(len, mr->fr_ends[lo] - off);
+	seg->kaddr = kaddr;
+	seg->len = min_t(u64, n, PAGE_SIZE - offset_in_page(kaddr));
+	return 0;
+}
+
+static const struct remu_mr_backing_ops remu_fr_gaps_ops = {
+	.map = remu_fr_gaps_map,
+	.release = remu_fr_release,
+};
+
+/* bytes a fast-reg MR's current mapping covers from its first iova on */
+static u64 remu_fr_span(const struct remu_mr *mr)
+{
+	u64 span;
+
+	if (mr->fr_ends)
+		return mr->npages ? mr->fr_ends[mr->npages - 1] : 0;
+	span = (u64)mr->npages << mr->fr_shift;
+	return mr->page_off > span ? 0 : span - mr->page_off;
+}
 
 /*
  * Map the segment at MR offset @off, faulting in a missing translation
@@ -489,8 +538,8 @@ int remu_mr_fast_reg(struct remu_mr *mr, u32 key, unsigned int access,
 	    remu_mr_check_access(access) ||
 	    check_add_overflow(iova, length, &end))
 		return -EINVAL;
-	span = (u64)mr->npages << mr->fr_shift;
-	if (mr->page_off > span || length > span - mr->page_off)
+	span = remu_fr_span(mr);
+	if (length > span)
 		return -EINVAL;
 
 	mr->iova = iova;
@@ -782,17 +831,24 @@ struct ib_mr *remu_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 struct ib_mr *remu_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type type,
 			    u32 max_num_sg)
 {
+	bool gaps = type == IB_MR_TYPE_SG_GAPS;
 	struct remu_mr *mr;
 
-	if (type != IB_MR_TYPE_MEM_REG)
+	if (type != IB_MR_TYPE_MEM_REG && !gaps)
 		return ERR_PTR(-EINVAL);
 	if (!max_num_sg || max_num_sg > REMU_MAX_FAST_REG_PAGES)
 		return ERR_PTR(-EINVAL);
-	mr = remu_mr_new(ibpd, REMU_MR_FAST_REG, &remu_fr_ops);
+	mr = remu_mr_new(ibpd, REMU_MR_FAST_REG,
+			 gaps ? &remu_fr_gaps_ops : &remu_fr_ops);
 	if (!mr)
 		return ERR_PTR(-ENOMEM);
 	mr->fr_addrs = kcalloc(max_num_sg, sizeof(*mr->fr_addrs), GFP_KERNEL);
-	if (!mr->fr_addrs) {
+	if (gaps)
+		mr->fr_ends = kcalloc(max_num_sg, sizeof(*mr->fr_ends),
+				      GFP_KERNEL);
+	if (!mr->fr_addrs || (gaps && !mr->fr_ends)) {
+		kfree(mr->fr_ends);
+		kfree(mr->fr_addrs);
 		kfree(mr);
 		return ERR_PTR(-ENOMEM);
 	}
@@ -811,12 +867,53 @@ static int remu_set_page(struct ib_mr *ibmr, u64 addr)
 	return 0;
 }
 
+/*
+ * SG_GAPS: each scatterlist entry (the first from *@sg_offset on) is one
+ * entry of the MR, whatever its address and length; at most fr_max of
+ * them, as mlx5's KLM MRs.  The MR's iova is the first byte's address.
+ */
+static int remu_map_mr_sg_gaps(struct remu_mr *mr, struct scatterlist *sgl,
+			       int sg_nents, unsigned int *sg_offset_p)
+{
+	unsigned int off = sg_offset_p ? *sg_offset_p : 0;
+	struct scatterlist *sg;
+	u64 total = 0;
+	int i;
+
+	mr->npages = 0;
+	mr->ib_mr.length = 0;
+	for_each_sg(sgl, sg, sg_nents, i) {
+		u64 len = sg_dma_len(sg);
+
+		if (i >= mr->fr_max)
+			break;
+		/* an offset past the first entry, or more than an MR holds */
+		if (off > len || total + (len - off) > REMU_MAX_MR_SIZE)
+			return i ? i : -EINVAL;
+		len -= off;
+		if (!i)
+			mr->ib_mr.iova = sg_dma_address(sg) + off;
+		mr->fr_addrs[i] = sg_dma_address(sg) + off;
+		total += len;
+		mr->fr_ends[i] = total;
+		mr->npages = i + 1;
+		mr->ib_mr.length = total;
+		off = 0;
+	}
+	if (sg_offset_p)
+		*sg_offset_p = 0;
+	mr->page_off = 0;
+	return mr->npages;
+}
+
 int remu_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 		   unsigned int *sg_offset)
 {
 	struct remu_mr *mr = to_remu_mr(ibmr);
 	int n;
 
+	if (mr->fr_ends)
+		return remu_map_mr_sg_gaps(mr, sg, sg_nents, sg_offset);
 	if (!is_power_of_2(ibmr->page_size))
 		return -EINVAL;
 	mr->npages = 0;
@@ -873,6 +970,8 @@ void remu_mr_dev_init(struct remu_dev *rdev)
 	a->page_size_cap = PAGE_SIZE;
 	a->max_fast_reg_page_list_len = REMU_MAX_FAST_REG_PAGES;
 	a->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
+	/* IB_MR_TYPE_SG_GAPS: ib_map_mr_sg() takes entries of any shape */
+	a->kernel_cap_flags |= IBK_SG_GAPS_REG;
 	/*
 	 * IBA 1.5 FLUSH (global visibility; persistence for MRs over
 	 * persistent memory) and ATOMIC_WRITE (remu_resp.c)

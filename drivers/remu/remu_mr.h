@@ -257,6 +257,9 @@ struct remu_odp_stats {
  * @fr_addrs:	FAST_REG: kernel addresses of page_size blocks (map_mr_sg)
  * @fr_max:	FAST_REG: capacity of @fr_addrs (max_num_sg)
  * @fr_shift:	FAST_REG: log2 of the block size
+ * @fr_ends:	FAST_REG of type IB_MR_TYPE_SG_GAPS: end offset in the MR of
+ *		each entry (@fr_addrs holds its kernel address); NULL for a
+ *		page-list MR
  * @dm:		DM: the allocation (referenced; @page_off is the MR's offset
  *		in it)
  * @odp_stats:	ODP: per-MR page counters (`rdma statistic show mr`), see
@@ -290,6 +293,7 @@ struct remu_mr {
 	u64 *fr_addrs;
 	u32 fr_max;
 	unsigned int fr_shift;
+	u64 *fr_ends;
 
 	struct remu_dm *dm;
 
@@ -648,7 +652,7 @@ void remu_mkey_unmap(struct remu_mr_seg *seg);
 int remu_mkey_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
 		    u64 len, unsigned int access, unsigned int depth);
 /* REMU_WR_UMR: 0, or -EINVAL/-EPERM/-EBUSY/-ENOMEM (IB_WC_MW_BIND_ERR) */
-int remu_mkey_umr(struct remu_dev *rdev, struct remu_pd *pd,
+int remu_mkey_umr(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
 		  const struct remu_send_wqe *w);
 struct remu_mr *remu_mkey_create(struct ib_pd *ibpd, u32 max_entries,
 				 bool remote_inv);

@@ -565,7 +565,7 @@ static int remu_req_local(struct remu_qp *qp, u32 idx,
 	if (w->opcode == IB_UVERBS_WR_BIND_MW)
 		return remu_req_bind(qp, w);
 	if (w->opcode == REMU_WR_UMR)
-		return remu_mkey_umr(qp->rdev, pd, w);
+		return remu_mkey_umr(qp->rdev, pd, qp->ib_qp.qp_num, w);
 	r = &qp->eng.kreg[idx & qp->sq.ring.mask];
 	/* the MR must belong to the QP's PD */
 	if (r->mr->pd != pd)

@@ -61,6 +61,7 @@ enum remu_trace_mr_kind {
 	REMU_TRACE_MR_ODP = REMU_MR_ODP,
 	REMU_TRACE_MR_DM = REMU_MR_DM,
 	REMU_TRACE_MR_DMABUF = REMU_MR_DMABUF,
+	REMU_TRACE_MR_INDIRECT = REMU_MR_INDIRECT,
 	REMU_TRACE_MR_ODP_IMPLICIT,
 };
 
@@ -114,6 +115,7 @@ TRACE_DEFINE_ENUM(REMU_TRACE_MR_ODP_IMPLICIT);
 		{ REMU_TRACE_MR_ODP, "odp" },			\
 		{ REMU_TRACE_MR_DM, "dm" },			\
 		{ REMU_TRACE_MR_DMABUF, "dmabuf" },		\
+		{ REMU_TRACE_MR_INDIRECT, "indirect" },		\
 		{ REMU_TRACE_MR_ODP_IMPLICIT, "odp_implicit" })
 
 TRACE_DEFINE_ENUM(MMU_NOTIFY_UNMAP);
@@ -569,6 +571,74 @@ TRACE_EVENT(remu_mw_invalidate,
 	),
 	TP_printk("dev=%s key=0x%x qpn=%u err=%d", __entry->dev, __entry->key,
 		  __entry->qpn, __entry->err)
+);
+
+/* ---- indirect memory keys (remu_mkey.c) ---- */
+
+/*
+ * A UMR WQE executed on QP @qpn: key @w->ex_data configured with the
+ * layout in @w (entries, rows) to @length bytes, or refused (@err).
+ */
+TRACE_EVENT(remu_umr,
+	TP_PROTO(const struct remu_dev *rdev, const struct remu_send_wqe *w,
+		 u32 qpn, u64 length, int err),
+	TP_ARGS(rdev, w, qpn, length, err),
+	TP_STRUCT__entry(
+		REMU_TRACE_DEV_FIELD
+		__field(u32, key)
+		__field(u32, qpn)
+		__field(u32, mode)
+		__field(u32, entries)
+		__field(u32, repeat)
+		__field(u32, access)
+		__field(int, err)
+		__field(u64, length)
+	),
+	TP_fast_assign(
+		REMU_TRACE_DEV_ASSIGN(&rdev->ib_dev);
+		__entry->key = w->ex_data;
+		__entry->qpn = qpn;
+		__entry->mode = w->swap;
+		__entry->entries = w->num_sge;
+		__entry->repeat = w->swap == REMU_UMR_INTERLEAVED ?
+				  (u32)w->compare_add : 1;
+		__entry->access = w->remote_qkey;
+		__entry->err = err;
+		__entry->length = length;
+	),
+	TP_printk("dev=%s key=0x%x mode=%s entries=%u repeat=%u length=%llu access=0x%x qpn=%u err=%d",
+		  __entry->dev, __entry->key,
+		  __entry->mode == REMU_UMR_LIST ? "list" :
+		  __entry->mode == REMU_UMR_INTERLEAVED ? "interleaved" : "?",
+		  __entry->entries, __entry->repeat, __entry->length,
+		  __entry->access, __entry->qpn, __entry->err)
+);
+
+/*
+ * An access of @len bytes at offset @off of indirect key @mr that its
+ * entries refused (no entry there, an entry's MR gone, of another PD,
+ * too short or without the right, a chain too deep): @err.
+ */
+TRACE_EVENT(remu_mkey_err,
+	TP_PROTO(const struct remu_mr *mr, u64 off, u64 len, int err),
+	TP_ARGS(mr, off, len, err),
+	TP_STRUCT__entry(
+		REMU_TRACE_DEV_FIELD
+		__field(u32, key)
+		__field(int, err)
+		__field(u64, off)
+		__field(u64, len)
+	),
+	TP_fast_assign(
+		REMU_TRACE_DEV_ASSIGN(&mr->rdev->ib_dev);
+		__entry->key = mr->key;
+		__entry->err = err;
+		__entry->off = off;
+		__entry->len = len;
+	),
+	TP_printk("dev=%s key=0x%x offset=%llu length=%llu err=%d",
+		  __entry->dev, __entry->key, __entry->off, __entry->len,
+		  __entry->err)
 );
 
 /* ---- the data path ---- */

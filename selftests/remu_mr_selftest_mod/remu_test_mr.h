@@ -93,7 +93,9 @@ enum {
 	REMU_TMR_ULP_RIGHTS,		/* the registration's rights hold */
 	REMU_TMR_ULP_BAD_ACCESS,	/* REMOTE_WRITE without LOCAL_WRITE */
 	REMU_TMR_ULP_OTHER_PD,		/* an MR of another PD; post errors */
-	REMU_TMR_ULP_MAX = REMU_TMR_ULP_OTHER_PD,
+	REMU_TMR_ULP_SG_GAPS,		/* IB_MR_TYPE_SG_GAPS: WRITE/READ, SGEs */
+	REMU_TMR_ULP_SG_GAPS_MISUSE,	/* ... too many entries, bad offsets */
+	REMU_TMR_ULP_MAX = REMU_TMR_ULP_SG_GAPS_MISUSE,
 };
 
 struct remu_tmr_ulp {

@@ -16,6 +16,11 @@
  * scenario frees everything it took before it returns, so the selftest
  * can check remu's object counts afterwards.
  *
+ * The SG_GAPS scenarios add an IB_MR_TYPE_SG_GAPS MR over six pieces of
+ * one 32 KiB kernel buffer (struct tulp_gap: any offset, any length, one
+ * byte to four pages, out of order), and check every byte of the buffer
+ * against a model: the pieces get the data, the gaps keep theirs.
+ *
  * The result is the first check that failed: its number (counted from the
  * start of the scenario, set-up included), the errno or IB_WC_* value seen
  * there and its line in this file; step 0 means every check passed.
@@ -69,6 +74,38 @@ struct tulp {
 	u64 adma, bdma;			/* ... as DMA addresses */
 	bool a_mapped, b_mapped;
 	u8 *exp, *got;			/* scratch, TULP_BUF each */
+	/* SG_GAPS scenarios (tulp_gaps_setup) */
+	struct page *gpages;		/* TULP_GAPS_SPAN bytes, contiguous */
+	u8 *gbase;			/* ... their address */
+	u8 *shadow;			/* what gbase must hold */
+	struct scatterlist gsg[6];	/* the pieces, tulp_gaps[] */
+	bool gsg_mapped;
+	struct ib_mr *gmr;		/* IB_MR_TYPE_SG_GAPS, in pd_a */
+};
+
+/* the pieces: offset in gbase and length; out of order, any alignment */
+struct tulp_gap {
+	u32 off;
+	u32 len;
+};
+
+static const struct tulp_gap tulp_gaps[] = {
+	{ 20100, 1 },		/* one byte */
+	{ 4000, 9000 },		/* across two page boundaries */
+	{ 22529, 777 },
+	{ 24576, 4096 },	/* a whole page */
+	{ 29695, 1 },
+	{ 13500, 2500 },	/* 500 bytes after the second piece */
+};
+
+#define TULP_GAPS	ARRAY_SIZE(tulp_gaps)
+#define TULP_GAPS_LEN	16375u			/* the lengths' sum */
+#define TULP_GAPS_SPAN	32768u			/* gbase's size */
+
+/* a mapping of pieces [first, first + n), the first from byte @skip on */
+struct tulp_glayout {
+	unsigned int first, n;
+	u32 skip;
 };
 
 /* one check: counts the step, records what was seen when it fails */
@@ -117,6 +154,39 @@ static bool tulp_key_valid(struct tulp *t, u32 key)
 	if (mr)
 		remu_mr_put(mr);
 	return mr;
+}
+
+/*
+ * Move @len bytes between @buf and the bytes of key offset @koff of an
+ * SG_GAPS MR mapped as @g, as they lie in @backing (gbase or its model).
+ */
+static void tulp_gaps_move(const struct tulp_glayout *g, u8 *backing,
+			   u8 *buf, u64 koff, u64 len, bool to_backing)
+{
+	u64 pos = 0;
+	unsigned int i;
+
+	for (i = g->first; i < g->first + g->n && len; i++) {
+		u32 eoff = tulp_gaps[i].off, elen = tulp_gaps[i].len;
+		u64 in, n;
+
+		if (i == g->first) {
+			eoff += g->skip;
+			elen -= g->skip;
+		}
+		if (koff < pos + elen) {
+			in = koff - pos;
+			n = min_t(u64, len, elen - in);
+			if (to_backing)
+				memcpy(backing + eoff + in, buf, n);
+			else
+				memcpy(buf, backing + eoff + in, n);
+			buf += n;
+			koff += n;
+			len -= n;
+		}
+		pos += elen;
+	}
 }
 
 /* ---- set-up ---- */
@@ -268,6 +338,13 @@ static void tulp_teardown(struct tulp *t)
 		ib_destroy_cq(t->cq_a);
 	if (t->mr2)
 		ib_dereg_mr(t->mr2);
+	if (t->gmr)
+		ib_dereg_mr(t->gmr);
+	if (t->gsg_mapped)
+		ib_dma_unmap_sg(t->dev, t->gsg, TULP_GAPS, DMA_BIDIRECTIONAL);
+	if (t->gpages)
+		__free_pages(t->gpages, get_order(TULP_GAPS_SPAN));
+	kfree(t->shadow);
 	if (t->mr)
 		ib_dereg_mr(t->mr);
 	if (t->sg_mapped)
@@ -760,6 +837,246 @@ static int tulp_other_pd(struct tulp *t)
 	return tulp_cq_empty(t);
 }
 
+/*
+ * The SG_GAPS buffer and its pieces as a mapped scatterlist, and an
+ * IB_MR_TYPE_SG_GAPS MR of @max entries in A's PD.
+ */
+static int tulp_gaps_setup(struct tulp *t, u32 max)
+{
+	unsigned int i;
+	void *p;
+	int n;
+
+	TULP_CHECK(t, t->dev->attrs.kernel_cap_flags & IBK_SG_GAPS_REG,
+		   (int)t->dev->attrs.kernel_cap_flags);
+	t->gpages = alloc_pages(GFP_KERNEL, get_order(TULP_GAPS_SPAN));
+	t->shadow = kzalloc(TULP_GAPS_SPAN, GFP_KERNEL);
+	TULP_CHECK(t, t->gpages && t->shadow, -ENOMEM);
+	t->gbase = page_address(t->gpages);
+	sg_init_table(t->gsg, TULP_GAPS);
+	for (i = 0; i < TULP_GAPS; i++)
+		sg_set_buf(&t->gsg[i], t->gbase + tulp_gaps[i].off,
+			   tulp_gaps[i].len);
+	n = ib_dma_map_sg(t->dev, t->gsg, TULP_GAPS, DMA_BIDIRECTIONAL);
+	TULP_CHECK(t, n == TULP_GAPS, n);
+	t->gsg_mapped = true;
+	p = ib_alloc_mr(t->pd_a, IB_MR_TYPE_SG_GAPS, max);
+	TULP_CHECK(t, !IS_ERR(p), PTR_ERR(p));
+	t->gmr = p;
+	return 0;
+}
+
+/* gbase is exactly its model */
+static int tulp_gaps_intact(struct tulp *t)
+{
+	TULP_CHECK(t, !memcmp(t->gbase, t->shadow, TULP_GAPS_SPAN), 0);
+	return 0;
+}
+
+/* new contents for gbase (and its model) */
+static void tulp_gaps_fill(struct tulp *t, u8 seed)
+{
+	tulp_fill(t->gbase, TULP_GAPS_SPAN, seed);
+	memcpy(t->shadow, t->gbase, TULP_GAPS_SPAN);
+}
+
+/* B READs @len bytes at key offset @koff into bbuf + @at: the model's */
+static int tulp_gaps_read(struct tulp *t, const struct tulp_glayout *g,
+			  u64 koff, size_t at, u32 len)
+{
+	struct ib_mr *mr = t->gmr;
+
+	memset(t->bbuf, 0, TULP_BUF);
+	TULP_TRY(tulp_rdma(t, IB_WR_RDMA_READ, mr->rkey, mr->iova + koff, at,
+			   len, IB_WC_SUCCESS));
+	tulp_gaps_move(g, t->shadow, t->exp, koff, len, false);
+	TULP_CHECK(t, !memcmp(t->bbuf + at, t->exp, len), 0);
+	TULP_CHECK(t, (!at || !t->bbuf[at - 1]) &&
+		   (at + len >= TULP_BUF || !t->bbuf[at + len]), 0);
+	return 0;
+}
+
+/* B WRITEs @len new bytes at key offset @koff; the model follows */
+static int tulp_gaps_write(struct tulp *t, const struct tulp_glayout *g,
+			   u64 koff, u32 len, u8 seed)
+{
+	struct ib_mr *mr = t->gmr;
+
+	tulp_fill(t->bbuf, len, seed);
+	TULP_TRY(tulp_rdma(t, IB_WR_RDMA_WRITE, mr->rkey, mr->iova + koff, 0,
+			   len, IB_WC_SUCCESS));
+	tulp_gaps_move(g, t->shadow, t->bbuf, koff, len, true);
+	return tulp_gaps_intact(t);
+}
+
+/* @len bytes from (@sa, @skey) on @sqp into a receive (@ra, @rkey) on @rqp */
+static int tulp_send(struct tulp *t, struct ib_qp *sqp, u64 sa, u32 skey,
+		     struct ib_qp *rqp, u64 ra, u32 rkey, u32 len)
+{
+	struct ib_cq *scq = sqp == t->qp_a ? t->cq_a : t->cq_b;
+	struct ib_cq *rcq = rqp == t->qp_a ? t->cq_a : t->cq_b;
+	struct ib_sge rsge = { .addr = ra, .length = len, .lkey = rkey };
+	struct ib_recv_wr rwr = {
+		.wr_id = TULP_ID_RECV,
+		.sg_list = &rsge,
+		.num_sge = 1,
+	};
+	struct ib_sge ssge = { .addr = sa, .length = len, .lkey = skey };
+	struct ib_send_wr swr = {
+		.opcode = IB_WR_SEND,
+		.send_flags = IB_SEND_SIGNALED,
+		.wr_id = TULP_ID_SEND,
+		.sg_list = &ssge,
+		.num_sge = 1,
+	};
+	struct ib_wc wc;
+	int err;
+
+	err = ib_post_recv(rqp, &rwr, NULL);
+	TULP_CHECK(t, !err, err);
+	err = ib_post_send(sqp, &swr, NULL);
+	TULP_CHECK(t, !err, err);
+	TULP_TRY(tulp_wc(t, scq, TULP_ID_SEND, IB_WC_SEND, IB_WC_SUCCESS,
+			 NULL));
+	TULP_TRY(tulp_wc(t, rcq, TULP_ID_RECV, IB_WC_RECV, IB_WC_SUCCESS,
+			 &wc));
+	TULP_CHECK(t, wc.byte_len == len, wc.byte_len);
+	return 0;
+}
+
+/*
+ * (6) An SG_GAPS MR over six pieces: mapped whole, registered with
+ * REG_MR; B WRITEs and READs all of it and pieces of it, A receives into
+ * it and sends from it (lkey); mapped again from an offset into the
+ * second piece; an access past its end fails and changes nothing.
+ */
+static int tulp_sg_gaps(struct tulp *t)
+{
+	struct tulp_glayout all = { .first = 0, .n = TULP_GAPS };
+	struct tulp_glayout tail = { .first = 1, .n = TULP_GAPS - 1,
+				     .skip = 1000 };
+	unsigned int off;
+	struct ib_mr *mr;
+	int n;
+
+	TULP_TRY(tulp_gaps_setup(t, TULP_GAPS));
+	mr = t->gmr;
+	n = ib_map_mr_sg(mr, t->gsg, TULP_GAPS, NULL, PAGE_SIZE);
+	TULP_CHECK(t, n == TULP_GAPS, n);
+	TULP_CHECK(t, mr->length == TULP_GAPS_LEN, (int)mr->length);
+	TULP_CHECK(t, mr->iova == sg_dma_address(&t->gsg[0]), 0);
+	TULP_CHECK(t, !tulp_key_valid(t, mr->rkey), mr->rkey);
+	TULP_TRY(tulp_register(t, mr, TULP_RW));
+
+	/* all of it, 16 packets: the pieces get it, the gaps keep theirs */
+	tulp_gaps_fill(t, 20);
+	TULP_TRY(tulp_gaps_write(t, &all, 0, TULP_GAPS_LEN, 21));
+	tulp_gaps_fill(t, 22);
+	TULP_TRY(tulp_gaps_read(t, &all, 0, 0, TULP_GAPS_LEN));
+	/* across five pieces, to an odd offset; 3 bytes across three */
+	TULP_TRY(tulp_gaps_read(t, &all, 8995, 3, 4890));
+	TULP_TRY(tulp_gaps_write(t, &all, 13873, 3, 23));
+	TULP_TRY(tulp_gaps_read(t, &all, 13800, 1, 200));
+
+	/* as an lkey: A's receive scatters into it, A's SEND gathers */
+	tulp_fill(t->bbuf, 6000, 24);
+	TULP_TRY(tulp_send(t, t->qp_b, t->bdma, t->pd_b->local_dma_lkey,
+			   t->qp_a, mr->iova + 500, mr->lkey, 6000));
+	tulp_gaps_move(&all, t->shadow, t->bbuf, 500, 6000, true);
+	TULP_TRY(tulp_gaps_intact(t));
+	memset(t->bbuf, 0, TULP_BUF);
+	TULP_TRY(tulp_send(t, t->qp_a, mr->iova + 7, mr->lkey,
+			   t->qp_b, t->bdma, t->pd_b->local_dma_lkey, 9999));
+	tulp_gaps_move(&all, t->shadow, t->exp, 7, 9999, false);
+	TULP_CHECK(t, !memcmp(t->bbuf, t->exp, 9999), 0);
+
+	/* invalidated, mapped from byte 1000 of the second piece on */
+	TULP_TRY(tulp_local_inv(t, mr->rkey, IB_WC_SUCCESS));
+	off = 1000;
+	n = ib_map_mr_sg(mr, &t->gsg[1], TULP_GAPS - 1, &off, PAGE_SIZE);
+	TULP_CHECK(t, n == TULP_GAPS - 1 && !off, n);
+	TULP_CHECK(t, mr->iova == sg_dma_address(&t->gsg[1]) + 1000, 0);
+	TULP_CHECK(t, mr->length == TULP_GAPS_LEN - 1 - 1000,
+		   (int)mr->length);
+	TULP_TRY(tulp_register(t, mr, TULP_RW));
+	TULP_TRY(tulp_gaps_read(t, &tail, 0, 0, mr->length));
+	TULP_TRY(tulp_gaps_write(t, &tail, 7999, 300, 25));
+
+	/* one byte past the end: refused, nothing written */
+	tulp_fill(t->bbuf, 2, 26);
+	TULP_TRY(tulp_rdma(t, IB_WR_RDMA_WRITE, mr->rkey,
+			   mr->iova + mr->length - 1, 0, 2,
+			   IB_WC_REM_ACCESS_ERR));
+	TULP_TRY(tulp_gaps_intact(t));
+	TULP_TRY(tulp_wait_state(t, t->qp_b, IB_QPS_ERR));
+	return tulp_cq_empty(t);
+}
+
+/*
+ * (7) SG_GAPS misuse: no entries or more than the device takes; a
+ * page-list MR maps only the prefix that has no gap; more pieces than
+ * max_num_sg map the first max_num_sg (as mlx5); an offset past the first
+ * piece is refused; a REG_MR longer than the mapping fails.
+ */
+static int tulp_sg_gaps_misuse(struct tulp *t)
+{
+	struct tulp_glayout four = { .first = 0, .n = 4 };
+	u32 max = t->dev->attrs.max_fast_reg_page_list_len;
+	unsigned int off;
+	struct ib_mr *mr;
+	void *p;
+	int n, err;
+
+	p = ib_alloc_mr(t->pd_a, IB_MR_TYPE_SG_GAPS, 0);
+	TULP_CHECK(t, PTR_ERR(p) == -EINVAL, PTR_ERR(p));
+	p = ib_alloc_mr(t->pd_a, IB_MR_TYPE_SG_GAPS, max + 1);
+	TULP_CHECK(t, PTR_ERR(p) == -EINVAL, PTR_ERR(p));
+	p = ib_alloc_mr(t->pd_a, IB_MR_TYPE_SG_GAPS, max);
+	TULP_CHECK(t, !IS_ERR(p), PTR_ERR(p));
+	ib_dereg_mr(p);
+
+	TULP_TRY(tulp_gaps_setup(t, 4));
+	mr = t->gmr;
+	/* a page-list MR stops at the first gap: after the first piece */
+	p = ib_alloc_mr(t->pd_a, IB_MR_TYPE_MEM_REG, TULP_GAPS);
+	TULP_CHECK(t, !IS_ERR(p), PTR_ERR(p));
+	t->mr2 = p;
+	n = ib_map_mr_sg(t->mr2, t->gsg, TULP_GAPS, NULL, PAGE_SIZE);
+	TULP_CHECK(t, n == 1, n);
+	ib_dereg_mr(t->mr2);
+	t->mr2 = NULL;
+
+	/* six pieces into four entries: the first four */
+	off = 0;
+	n = ib_map_mr_sg(mr, t->gsg, TULP_GAPS, &off, PAGE_SIZE);
+	TULP_CHECK(t, n == 4 && !off, n);
+	TULP_CHECK(t, mr->length == 1 + 9000 + 777 + 4096, (int)mr->length);
+	TULP_TRY(tulp_register(t, mr, TULP_RW));
+	tulp_gaps_fill(t, 30);
+	TULP_TRY(tulp_gaps_read(t, &four, 0, 0, mr->length));
+	TULP_TRY(tulp_gaps_write(t, &four, 0, mr->length, 31));
+	TULP_TRY(tulp_local_inv(t, mr->rkey, IB_WC_SUCCESS));
+
+	/* an offset past the first piece (1 byte) */
+	off = 2;
+	n = ib_map_mr_sg(mr, t->gsg, TULP_GAPS, &off, PAGE_SIZE);
+	TULP_CHECK(t, n == -EINVAL, n);
+
+	/* a REG_MR one byte longer than the mapping: refused */
+	n = ib_map_mr_sg(mr, &t->gsg[3], 2, NULL, PAGE_SIZE);
+	TULP_CHECK(t, n == 2 && mr->length == 4096 + 1, n);
+	mr->length++;
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey) & 0xff);
+	err = tulp_post_reg(t, mr, TULP_RW, TULP_ID_REG);
+	TULP_CHECK(t, !err, err);
+	TULP_TRY(tulp_wc(t, t->cq_a, TULP_ID_REG, IB_WC_REG_MR,
+			 IB_WC_MW_BIND_ERR, NULL));
+	TULP_TRY(tulp_wait_state(t, t->qp_a, IB_QPS_ERR));
+	TULP_CHECK(t, !tulp_key_valid(t, mr->rkey), mr->rkey);
+	TULP_TRY(tulp_gaps_intact(t));
+	return tulp_cq_empty(t);
+}
+
 static int (*const tulp_scenarios[])(struct tulp *t) = {
 	[REMU_TMR_ULP_REG_RW] = tulp_reg_rw,
 	[REMU_TMR_ULP_LOCAL_INV] = tulp_local_inv_scn,
@@ -770,6 +1087,8 @@ static int (*const tulp_scenarios[])(struct tulp *t) = {
 	[REMU_TMR_ULP_RIGHTS] = tulp_rights,
 	[REMU_TMR_ULP_BAD_ACCESS] = tulp_bad_access,
 	[REMU_TMR_ULP_OTHER_PD] = tulp_other_pd,
+	[REMU_TMR_ULP_SG_GAPS] = tulp_sg_gaps,
+	[REMU_TMR_ULP_SG_GAPS_MISUSE] = tulp_sg_gaps_misuse,
 };
 
 /**
