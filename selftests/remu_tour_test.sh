@@ -14,7 +14,7 @@ repo=$(cd "$here/.." && pwd)
 . "$here/ktap.sh"
 
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
-chapters=($("$repo/tour/run-chapter" --list))
+read -r -a chapters < <("$repo/tour/run-chapter" --list)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
