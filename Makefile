@@ -12,6 +12,8 @@
 #   make debug-kernel  only build (or find) that kernel
 #   make demo       everything, then the guided tour in the VM
 #   make demo CHAPTER=odp  only that chapter of the tour (tour/odp.c)
+#   make timeline CHAPTER=odp  that chapter's timeline picture, recorded in
+#                   the VM (scripts/timeline): build/timeline/odp.png
 #   make setup      install what the build and the tests need (idempotent)
 #   make install    install the module and the provider on this machine
 #
@@ -37,7 +39,7 @@ INSTALL_MOD_DIR ?= updates
 DKMS_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(CURDIR)/dkms.conf)
 DKMS_SRC ?= $(DESTDIR)/usr/src/remu-$(DKMS_VERSION)
 
-.PHONY: all module provider selftests tools tour check check-debug debug-kernel demo setup install \
+.PHONY: all module provider selftests tools tour check check-debug debug-kernel demo timeline setup install \
 	install-module install-provider clean need-kdir dkms-src dkms-install
 
 all: module provider selftests tools tour
@@ -83,6 +85,16 @@ debug-kernel:
 demo: setup
 	$(MAKE) all
 	REMU_CHAPTER=$(CHAPTER) scripts/vm -- scripts/demo
+
+# a tour chapter's timeline (docs/tracing.md "A picture of a run")
+TL_CHAPTER = $(or $(CHAPTER),odp)
+TIMELINE ?= build/timeline/$(TL_CHAPTER).png
+timeline: all
+	mkdir -p $(dir $(TIMELINE))
+	scripts/vm -- bash -c 'scripts/remu-up >/dev/null && \
+		scripts/timeline -o $(TIMELINE) --title "tour chapter $(TL_CHAPTER)" \
+			-- tour/run-chapter $(TL_CHAPTER); rc=$$?; \
+		scripts/remu-down >/dev/null; exit $$rc'
 
 # builds nothing: run `make` first (as a user, not as root, if you like)
 install: install-module install-provider

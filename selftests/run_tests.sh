@@ -37,6 +37,7 @@ all_tests=(
 	remu_uverbsfuzz_test
 	remu_trace_test
 	remu_trace_tools_test.sh
+	remu_tour_test.sh
 	remu_dm_pool_test.sh
 	remu_limits_test.sh
 	remu_link_test.sh
