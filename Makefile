@@ -16,6 +16,8 @@
 #                   the VM (scripts/timeline): build/timeline/odp.png
 #   make setup      install what the build and the tests need (idempotent)
 #   make install    install the module and the provider on this machine
+#   make deb        Debian packages remu-dkms and libremu in build/deb/
+#                   (debian/, dpkg-buildpackage; README "Install")
 #
 # KVER/KDIR pick the kernel: by default the one rule in scripts/kver
 # (newest installed Debian 6.12 amd64 kernel with headers).  Other kernels
@@ -40,7 +42,7 @@ DKMS_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(CURDIR)/dkms
 DKMS_SRC ?= $(DESTDIR)/usr/src/remu-$(DKMS_VERSION)
 
 .PHONY: all module provider selftests tools tour check check-debug debug-kernel demo timeline setup install \
-	install-module install-provider clean need-kdir dkms-src dkms-install
+	install-module install-provider clean need-kdir dkms-src dkms-install deb
 
 all: module provider selftests tools tour
 
@@ -131,6 +133,21 @@ dkms-install: dkms-src
 	-dkms remove remu/$(DKMS_VERSION) --all >/dev/null 2>&1
 	dkms add remu/$(DKMS_VERSION)
 	dkms install remu/$(DKMS_VERSION) -k $(KVER)
+
+# Debian packages from the checkout (debian/rules): the provider for the
+# installed libibverbs, the module's source for DKMS; out of tree, in
+# build/deb/ (with the .buildinfo and .changes).  Unsigned.
+DEB_OUT := $(CURDIR)/build/deb
+DEB_NAME = remu_$(shell dpkg-parsechangelog -S Version)_$(shell dpkg-architecture -qDEB_HOST_ARCH)
+deb:
+	rm -rf $(DEB_OUT)
+	mkdir -p $(DEB_OUT)
+	REMU_DEB_OUT=$(DEB_OUT) dpkg-buildpackage -b -us -uc \
+		--buildinfo-file=$(DEB_OUT)/$(DEB_NAME).buildinfo \
+		--buildinfo-option=-u$(DEB_OUT) \
+		--changes-file=$(DEB_OUT)/$(DEB_NAME).changes \
+		--changes-option=-u$(DEB_OUT)
+	@ls -1 $(DEB_OUT)
 
 clean:
 	if [ -n "$(KDIR)" ] && [ -d "$(KDIR)" ]; then \

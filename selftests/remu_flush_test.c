@@ -6,10 +6,10 @@
  * Bookworm's libibverbs 44 has neither ibv_wr_flush() nor room for it in
  * struct ibv_qp_ex, so libremu refuses IBV_QP_EX_WITH_FLUSH there (see
  * userspace-provider/remu/qp_ex.c).  This program is built against, and
- * runs with, the libibverbs of the rdma-core 56.1 tree libremu is built
- * in (build/rdma-core/build: headers and library, found through the
- * program's rpath; libremu by RDMAV_DRIVERS), as it would on a newer
- * distribution.  Fixture flush, remu0 -> remu1 and remu0 loopback:
+ * runs with, the libibverbs of the rdma-core 56.1 tree (build/rdma-core/
+ * build: headers and library, found through the program's rpath) and the
+ * libremu built in that tree (by RDMAV_DRIVERS; scripts/build-provider
+ * --test), as it would on a newer distribution.  Fixture flush, remu0 -> remu1 and remu0 loopback:
  *   - the device reports ATOMIC_WRITE, FLUSH_GLOBAL, FLUSH_PERSISTENT;
  *   - ibv_create_qp_ex() takes IBV_QP_EX_WITH_FLUSH, and libremu is the
  *     provider (the loaded libibverbs is the tree's);
@@ -33,7 +33,7 @@
 #define BUF_SIZE	(1 << 16)
 #define GID_INDEX	1
 
-/* libremu for the tree's libibverbs, which has no driver files */
+/* the tree's libremu for the tree's libibverbs, which has no driver files */
 static void __attribute__((constructor)) remu_drivers(void)
 {
 	char exe[PATH_MAX], lib[PATH_MAX + 64];
@@ -42,7 +42,7 @@ static void __attribute__((constructor)) remu_drivers(void)
 	if (n <= 0)
 		return;
 	exe[n] = 0;
-	snprintf(lib, sizeof(lib), "%s/../build/provider/libremu",
+	snprintf(lib, sizeof(lib), "%s/../build/rdma-core/build/lib/libremu",
 		 dirname(exe));
 	setenv("RDMAV_DRIVERS", lib, 0);
 }

@@ -12,6 +12,7 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 . "$here/ktap.sh"
+. "$here/remu_lib.sh"
 
 ktap_header 4
 
@@ -19,22 +20,11 @@ ver=$(uname -r)
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 libdir=/usr/lib/$multiarch/libibverbs
 ovl=$(mktemp -d /tmp/remu-install.XXXXXX)
-mounted=()
-
-overlay() {	# overlay DIR: make DIR writable, changes kept in tmpfs
-	local d=$1 n=${#mounted[@]}
-	mkdir -p "$ovl/u$n" "$ovl/w$n"
-	mount -t overlay overlay \
-		-o "lowerdir=$d,upperdir=$ovl/u$n,workdir=$ovl/w$n" "$d" &&
-		mounted+=("$d")
-}
+REMU_OVL=$ovl
 
 cleanup() {
-	local i
 	[ -n "${holder:-}" ] && kill "$holder" 2>/dev/null
-	for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do
-		umount "${mounted[$i]}" 2>/dev/null
-	done
+	remu_overlays_down
 	# back to the provider from the build tree that remu-up registered
 	[ -f "$ovl/remu.driver" ] && cp "$ovl/remu.driver" /etc/libibverbs.d/remu.driver
 	rm -rf "$ovl"
@@ -43,8 +33,8 @@ trap cleanup EXIT
 
 setup_overlays() {
 	cp /etc/libibverbs.d/remu.driver "$ovl/remu.driver" &&
-	overlay "/lib/modules/$ver" && overlay "$libdir" &&
-	overlay /usr/include/infiniband
+	remu_overlay "/lib/modules/$ver" && remu_overlay "$libdir" &&
+	remu_overlay /usr/include/infiniband
 }
 ktap_check "install: writable overlays over the system directories" setup_overlays
 

@@ -179,3 +179,62 @@ remu_objects_ktap() {
 		ktap_fail objects
 	fi
 }
+
+# remu_overlay DIR: make DIR writable for a test, the changes kept in a
+# tmpfs: the guest's system directories are read-only 9p from the host.
+# The layers go under $REMU_OVL (the test's own mktemp -d directory);
+# remu_overlays_down unmounts every overlay whose layers are there, the
+# last one first.  The mount table is the record (ktap_check runs its
+# command in a subshell, whose variables die with it).  For the tests
+# that install remu (remu_install_test.sh, remu_dkms_test.sh,
+# remu_deb_test.sh).
+remu_overlay() {
+	local d=$1 n
+	mkdir -p "$d" || return 1
+	n=$(mktemp -d "$REMU_OVL/layer.XXXXXX") || return 1
+	mkdir -p "$n/u" "$n/w"
+	mount -t overlay overlay \
+		-o "lowerdir=$d,upperdir=$n/u,workdir=$n/w" "$d"
+}
+
+remu_overlays_down() {
+	local d
+	awk -v ovl="upperdir=$REMU_OVL/" \
+		'$3 == "overlay" && index($4, ovl) { print $2 }' /proc/self/mounts |
+		tac | while read -r d; do
+			umount "$d" || umount -l "$d"
+		done
+}
+
+# remu_pingpong PROG PORT SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV
+#     SERVER_ADDR [OPT...]: one run of rdma-core's ibv_PROG_pingpong -c
+# (200 iterations, GID index 1, under timeout), the server in SERVER_NS
+# ("" for the initial namespace).  Succeeds when both sides exit 0 and
+# neither prints an "invalid data" (-c) or "Couldn't prefetch" line;
+# otherwise prints both outputs as KTAP diagnostics.
+remu_pingpong() {
+	local prog=$1 port=$2 sns=$3 sdev=$4 cns=$5 cdev=$6 addr=$7
+	shift 7
+	local sex=() cex=() sout cout spid rs rc
+	[ -n "$sns" ] && sex=(ip netns exec "$sns")
+	[ -n "$cns" ] && cex=(ip netns exec "$cns")
+	sout=$(mktemp) cout=$(mktemp)
+	"${sex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$sdev" -g 1 -c \
+		-p "$port" -n 200 "$@" >"$sout" 2>&1 &
+	spid=$!
+	remu_wait_listen "$spid" "$port"
+	"${cex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$cdev" -g 1 -c \
+		-p "$port" -n 200 "$@" "$addr" >"$cout" 2>&1
+	rc=$?
+	wait "$spid"
+	rs=$?
+	if [ "$rc" = 0 ] && [ "$rs" = 0 ] &&
+	   ! grep -qi -e "invalid data" -e "couldn't prefetch" "$sout" "$cout"; then
+		rm -f "$sout" "$cout"
+		return 0
+	fi
+	echo "# server (exit $rs):"; sed 's/^/#   /' "$sout"
+	echo "# client (exit $rc):"; sed 's/^/#   /' "$cout"
+	rm -f "$sout" "$cout"
+	return 1
+}

@@ -29,31 +29,14 @@ ktap_header $(((${#progs[@]} + ${#odp_opts[@]}) * 3 + 6))
 port=18515
 # pp NAME PROG SERVER_NS SERVER_DEV CLIENT_NS CLIENT_DEV SERVER_ADDR [OPT...]
 pp() {
-	local name=$1 prog=$2 sns=$3 sdev=$4 cns=$5 cdev=$6 addr=$7
-	shift 7
-	local sex=() cex=() sout cout spid rs rc
-	[ -n "$sns" ] && sex=(ip netns exec "$sns")
-	[ -n "$cns" ] && cex=(ip netns exec "$cns")
-	sout=$(mktemp) cout=$(mktemp)
+	local name=$1
+	shift
 	port=$((port + 1))
-	"${sex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$sdev" -g 1 -c \
-		-p "$port" -n 200 "$@" >"$sout" 2>&1 &
-	spid=$!
-	remu_wait_listen "$spid" "$port"
-	"${cex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$cdev" -g 1 -c \
-		-p "$port" -n 200 "$@" "$addr" >"$cout" 2>&1
-	rc=$?
-	wait "$spid"
-	rs=$?
-	if [ "$rc" = 0 ] && [ "$rs" = 0 ] &&
-	   ! grep -qi -e "invalid data" -e "couldn't prefetch" "$sout" "$cout"; then
+	if remu_pingpong "$1" "$port" "${@:2}"; then
 		ktap_pass "$name"
 	else
-		echo "# server (exit $rs):"; sed 's/^/#   /' "$sout"
-		echo "# client (exit $rc):"; sed 's/^/#   /' "$cout"
 		ktap_fail "$name"
 	fi
-	rm -f "$sout" "$cout"
 }
 
 for p in "${progs[@]}"; do

@@ -45,8 +45,9 @@ struct ibv_mr *remu_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
  * ibv_reg_dmabuf_mr: the core's REG_DMABUF_MR method; the kernel attaches
  * to the dma-buf and maps it (drivers/remu/remu_dmabuf.c).  rdma-core 54
  * gave ibv_cmd_reg_dmabuf_mr a trailing driver command buffer argument
- * without a private-ABI bump: we pass NULL, which libibverbs 44 (no such
- * argument) never reads.
+ * without a private-ABI bump (REMU_CMD_DMABUF_DRIVER, CMakeLists.txt's
+ * probe): we pass NULL there, which libibverbs 44 (no such argument)
+ * would never read if that build were loaded by it.
  */
 struct ibv_mr *remu_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 				  size_t length, uint64_t iova, int fd,
@@ -59,8 +60,12 @@ struct ibv_mr *remu_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset,
 	if (!vmr)
 		return NULL;
 
+#if REMU_CMD_DMABUF_DRIVER
 	ret = ibv_cmd_reg_dmabuf_mr(pd, offset, length, iova, fd, access, vmr,
 				    NULL);
+#else
+	ret = ibv_cmd_reg_dmabuf_mr(pd, offset, length, iova, fd, access, vmr);
+#endif
 	if (ret) {
 		free(vmr);
 		errno = ret;

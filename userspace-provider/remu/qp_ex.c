@@ -25,7 +25,11 @@
  * REMU_UCTX_FLUSH_ATOMIC_WRITE).  ibv_post_send() checks opcodes against
  * the same table (and refuses those two: ibv_send_wr cannot carry them).
  *
- * FLUSH also needs a libibverbs newer than 44: see remu_qp_mark_ex().
+ * FLUSH also needs a libibverbs newer than 44 (ibv_qp_ex.wr_flush): at
+ * build time, the tree's verbs.h must have it (REMU_HAVE_WR_FLUSH, a
+ * compile probe in CMakeLists.txt: a provider built in rdma-core 44's
+ * tree, the one Debian 12's libibverbs loads, has no FLUSH at all); at
+ * run time, the loading libibverbs must have it (remu_qp_mark_ex()).
  *
  * Locking: the batch holds qp->sq_lock from ibv_wr_start() to
  * ibv_wr_complete()/ibv_wr_abort(); wr_cur, wr_start and wr_err are only
@@ -72,8 +76,10 @@ static const struct remu_wr_op {
 	{ IBV_QP_EX_WITH_BIND_MW, IBV_WR_BIND_MW, RC_UC, RC_UC, 0 },
 	{ IBV_QP_EX_WITH_ATOMIC_WRITE, IBV_WR_ATOMIC_WRITE, RC, RC,
 	  REMU_UCTX_FLUSH_ATOMIC_WRITE },
+#if REMU_HAVE_WR_FLUSH
 	{ IBV_QP_EX_WITH_FLUSH, IBV_WR_FLUSH, RC, RC,
 	  REMU_UCTX_FLUSH_ATOMIC_WRITE | REMU_VERBS_WR_FLUSH },
+#endif
 };
 
 #define NR_WR_OPS (sizeof(remu_wr_ops) / sizeof(remu_wr_ops[0]))
@@ -89,6 +95,8 @@ static int remu_verbs_has_wr_flush(void)
 {
 	static int known = -1;
 
+	if (!REMU_HAVE_WR_FLUSH)
+		return 0;
 	if (known < 0)
 		known = dlsym(RTLD_DEFAULT, "ibv_cmd_create_cq_ex2") != NULL;
 	return known;
@@ -332,6 +340,7 @@ static void remu_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
 	ex_to_rqp(qpx)->wr_cur = NULL;
 }
 
+#if REMU_HAVE_WR_FLUSH
 /*
  * IBA 1.5 FLUSH of @len bytes (IBV_FLUSH_RANGE) or of the whole MR
  * (IBV_FLUSH_MR, @level), placement @type IBV_FLUSH_GLOBAL and/or
@@ -354,6 +363,7 @@ static void remu_wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey,
 	}
 	qp->wr_cur = NULL;
 }
+#endif
 
 static void remu_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t invalidate_rkey)
 {
@@ -465,8 +475,10 @@ static void remu_qp_fill_wr_ops(struct ibv_qp_ex *qpx)
 	qpx->wr_atomic_cmp_swp = remu_wr_atomic_cmp_swp;
 	qpx->wr_atomic_fetch_add = remu_wr_atomic_fetch_add;
 	qpx->wr_atomic_write = remu_wr_atomic_write;
+#if REMU_HAVE_WR_FLUSH
 	if (remu_verbs_has_wr_flush())
 		qpx->wr_flush = remu_wr_flush;
+#endif
 	qpx->wr_bind_mw = remu_wr_bind_mw;
 	qpx->wr_local_inv = remu_wr_local_inv;
 	qpx->wr_set_sge = remu_wr_set_sge;
@@ -480,14 +492,20 @@ static void remu_qp_fill_wr_ops(struct ibv_qp_ex *qpx)
  * Mark @qp an ibv_qp_ex for ibv_qp_to_qp_ex(), which reads
  * verbs_qp.comp_mask right after libibverbs' own struct ibv_qp_ex.  That
  * struct grew by wr_flush after rdma-core 44 with no private ABI change
- * (PABI 34 in both), and libremu is built in the 56.1 tree but may be
+ * (PABI 34 in both), and a libremu built in a newer tree (56.1) may be
  * loaded by libibverbs 44 (bookworm's), which looks 8 bytes earlier: at
  * the low half of wr_flush.  Under such a libibverbs the flag goes to
  * both words, and wr_flush is never set (FLUSH is refused at creation; a
  * program built against 44 has no ibv_wr_flush()); under a newer one
  * wr_flush is a real member and only the real comp_mask is marked.  The
  * assertion catches a tree whose ibv_qp_ex grew again.
+ *
+ * Built in rdma-core 44's tree, libremu's struct is the one of the
+ * libibverbs it is made for; a newer libibverbs would look 8 bytes too
+ * far, which no marking can serve: the provider package depends on the
+ * libibverbs1 release it was built for (debian/rules).
  */
+#if REMU_HAVE_WR_FLUSH
 static void remu_qp_mark_ex(struct remu_qp *qp)
 {
 	uint8_t *v44 = (uint8_t *)&qp->vqp.qp_ex +
@@ -503,6 +521,12 @@ static void remu_qp_mark_ex(struct remu_qp *qp)
 	mask |= VERBS_QP_EX;
 	memcpy(v44, &mask, sizeof(mask));
 }
+#else
+static void remu_qp_mark_ex(struct remu_qp *qp)
+{
+	qp->vqp.comp_mask |= VERBS_QP_EX;
+}
+#endif
 
 /*
  * ibv_create_qp_ex(): comp_mask PD (required), CREATE_FLAGS (the kernel

@@ -481,7 +481,7 @@ static int remu_build_send_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
 
 	/* ibv_send_wr has no field for what these carry: ibv_wr_* only */
 	if (!remu_opcode_ok(qp, wr->opcode) ||
-	    wr->opcode == IBV_WR_ATOMIC_WRITE || wr->opcode == IBV_WR_FLUSH)
+	    wr->opcode == IBV_WR_ATOMIC_WRITE || REMU_WR_IS_FLUSH(wr->opcode))
 		return EINVAL;
 	if (wr->opcode == IBV_WR_BIND_MW) {
 		remu_wqe_init(w, wr->wr_id, wr->opcode, wr->send_flags);

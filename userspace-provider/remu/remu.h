@@ -14,6 +14,18 @@
 #include "remu_ring.h"
 #include "remudv.h"
 
+/*
+ * REMU_HAVE_WR_FLUSH, set by CMakeLists.txt's compile probe: the tree's
+ * verbs.h has IBA 1.5 FLUSH (ibv_qp_ex.wr_flush, IBV_WR_FLUSH; rdma-core
+ * 45 and later).  Without it libremu offers no FLUSH (qp_ex.c), so no
+ * opcode of that number passes remu_opcode_ok() either.
+ */
+#if REMU_HAVE_WR_FLUSH
+#define REMU_WR_IS_FLUSH(op)	((op) == IBV_WR_FLUSH)
+#else
+#define REMU_WR_IS_FLUSH(op)	0
+#endif
+
 struct remu_device {
 	struct verbs_device vdev;
 };

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * remu_eng.h - per-QP state of the data-path engines and their interface:
+ *   remu_req.c   requester: send WQEs -> request packets
+ *   remu_resp.c  responder: request packets -> placement, receive
+ *                completions, ACK/NAK/READ responses/atomic ACKs
+ *   remu_comp.c  completer: responses -> send completions, retransmit
+ *
+ * All three run in one work item per QP (qp->send_work on remu_wq), so
+ * they are serialised per QP and need no lock for the state below.  The
+ * receive softirq (remu_rcv) only queues skbs on qp->eng.rxq.  The rings'
+ * consumer sides are taken under their cons_locks (shared with the
+ * flush); no spinlock is held across an MR copy.
+ */
+#ifndef REMU_ENG_H
+#define REMU_ENG_H
+
+#include <linux/bitmap.h>
+#include <linux/skbuff.h>
+#include <linux/timer.h>
+#include <rdma/remu-abi.h>
+
+#include "remu_param.h"
+#include "remu_opcode.h"
+
+struct remu_qp;
+struct remu_mr;
+struct remu_uav;
+
+/* receive queue bound, and the RC window of unacknowledged packets */
+#define REMU_RXQ_MAX		1024
+#define REMU_REQ_WINDOW		128
+#define REMU_ACK_EVERY		32
+/* READ responses placed out of order: at most this far beyond the first missing */
+#define REMU_RD_MAP		256
+/* responses placed beyond a gap before it counts as lost, not overtaken */
+#define REMU_RD_GAP_THRESH	8
+
+/* what the receive softirq leaves for the work item, in skb->cb */
+struct remu_skb_cb {
+	u32 psn;
+	u32 paylen;
+	u16 hdr_len;
+	u8 opcode;
+};
+
+static inline struct remu_skb_cb *remu_cb(struct sk_buff *skb)
+{
+	return (struct remu_skb_cb *)skb->cb;
+}
+
+/**
+ * struct remu_swqe - the requester's state of one send WQE (per SQ slot)
+ * @valid:	the WQE has been copied into @copy and given PSNs
+ * @rd:		a READ/atomic counted in remu_qp_eng.rd_out
+ * @first_psn:	PSN of its first packet
+ * @npkts:	packets (for READ: response packets expected)
+ * @sent:	request packets sent so far
+ * @rcvd:	READ: response packets placed in order (all before
+ *		@first_psn + @rcvd); atomic: 1 once its ACK arrived.  A READ
+ *		or atomic is finished when @rcvd == @npkts
+ * @map:	READ: 1 + its entry in remu_qp_eng.rdmap (0: none)
+ * @asked:	READ/atomic: @rcvd + 1 once the completer asked again for
+ *		what is missing at @rcvd (0: not); once per gap, then the timer
+ * @len:	message length
+ */
+struct remu_swqe {
+	bool valid;
+	bool rd;
+	u32 first_psn;
+	u32 npkts;
+	u32 sent;
+	u32 rcvd;
+	u8 map;
+	u32 asked;
+	u32 len;
+};
+
+/**
+ * struct remu_rd_map - READ responses placed beyond the first missing one
+ * @bits:	bit (k % REMU_RD_MAP) for response k, rcvd < k < rcvd + REMU_RD_MAP
+ * @nset:	bits set
+ * @later:	responses of later READs/atomics seen meanwhile
+ * @seen_last:	the READ's last response has been placed
+ * @beyond:	a response came from beyond the map (not placed)
+ */
+struct remu_rd_map {
+	DECLARE_BITMAP(bits, REMU_RD_MAP);
+	u16 nset;
+	u16 later;
+	bool seen_last;
+	bool beyond;
+};
+
+/**
+ * struct remu_kreg - a kernel consumer's IB_WR_REG_MR, beside its SQ slot
+ * @mr:		the fast-reg MR (the consumer keeps it until the completion)
+ * @key:	the new lkey == rkey
+ * @access:	IB_ACCESS_* rights of the registration
+ * @iova:	first iova, as ib_map_mr_sg() left it when the WR was posted
+ * @length:	bytes, likewise
+ *
+ * The send WQE format (uapi/rdma/remu-abi.h) is shared with processes and
+ * carries no kernel pointer or key material: a kernel QP keeps one of these
+ * per SQ slot (remu_qp_eng.kreg), written by remu_post_send() before the
+ * slot is produced and read by the requester when it executes the WQE
+ * (the ring's release/acquire order covers it).  User QPs have none, so a
+ * process cannot name a REG_MR.
+ */
+struct remu_kreg {
+	struct remu_mr *mr;
+	u32 key;
+	u32 access;
+	u64 iova;
+	u64 length;
+};
+
+/**
+ * struct remu_rd_res - a READ or atomic the responder executed, kept so
+ *	that a duplicate of it is answered the way IBA asks (the responder
+ *	resources of IBA 9.7.5.1.3), and nothing else is
+ * @opcode:	the request's opcode; 0: the slot is free
+ * @psn:	its PSN (a READ's: that of its first response)
+ * @npkts:	PSNs it took: a READ's response count, else 1
+ * @rkey, @va, @len: READ: what it read (a duplicate may ask again for a
+ *		part, from one of its response PSNs on, never for more)
+ * @orig:	atomic: the original value it returned (a duplicate gets it
+ *		again: executing it twice would apply it twice)
+ */
+struct remu_rd_res {
+	u8 opcode;
+	u32 psn;
+	u32 npkts;
+	u32 rkey;
+	u32 len;
+	u64 va;
+	u64 orig;
+};
+
+/**
+ * struct remu_qp_eng - engine state of a QP (see the top comment)
+ * @rxq:	packets queued by remu_rcv() (its own lock: softirq side)
+ * @mtu:	path MTU in bytes
+ * @st:		requester state per SQ slot
+ * @copy:	kernel copy of each SQ slot, taken once before validation
+ * @kreg:	kernel QPs: the REG_MR record of each SQ slot; NULL for user QPs
+ * @head:	ring index of the next WQE to send (or continue)
+ * @psn:	next request PSN
+ * @sent_end:	RC: one past the last PSN a request used so far (a READ
+ *		uses one per response); a response for a PSN at or after
+ *		it answers nothing this QP sent and is dropped
+ * @una:	oldest unacknowledged PSN (RC)
+ * @rd_out:	outstanding READ/atomic WQEs
+ * @rdmap:	out-of-order response maps of up to REMU_RD_MAPS outstanding
+ *		READs (one without a map places its responses in order only)
+ * @rdmap_used:	bit i: @rdmap[i] belongs to a READ
+ * @retries:	retransmissions left before RETRY_EXC_ERR
+ * @rnr_left:	RNR retries left (7 = infinite)
+ * @rnr_wait:	waiting for the RNR timer
+ * @timer:	retransmit / RNR timer; queues the work
+ * @timed_out:	the timer fired (bit 0)
+ * @rpsn:	responder: expected PSN
+ * @msn:	responder: message sequence number
+ * @comm_est:	responder: IB_EVENT_COMM_EST raised since RTR was entered
+ * @nak_sent:	responder: a sequence NAK is outstanding
+ * @in_send, @in_write: a multi-packet message is in progress
+ * @have_rwqe:	@rwqe holds a receive WQE taken from the RQ/SRQ
+ * @rwqe_idx:	its RQ ring index (not SRQ: consumed when taken)
+ * @rwqe, @rsge: the kernel copy of the receive WQE
+ * @rext:	inline receive: the completion being built (remu_resp.c)
+ * @roff:	bytes placed into it
+ * @wr_va, @wr_rkey, @wr_len, @wr_off: the RDMA WRITE in progress
+ * @res:	RC responder: the last max_dest_rd_atomic READs and atomics
+ *		(at least one), the only requests a duplicate may repeat;
+ *		REMU_MAX_RD_ATOMIC entries (NULL for other transports)
+ * @res_next:	the @res slot the next one goes into
+ * @uav:	UD: the address vector of each SQ slot, resolved when the WQE
+ *		was posted (remu_req_post_av()); NULL for other QPs
+ * @av_next:	UD: ring index up to which @uav is filled; written by
+ *		remu_req_post_av() under qp->sq.prod_lock with release order,
+ *		read by the requester with acquire order
+ */
+struct remu_qp_eng {
+	struct sk_buff_head rxq;
+	u32 mtu;
+
+	struct remu_swqe *st;
+	u8 *copy;
+	struct remu_kreg *kreg;
+	u32 head;
+	u32 psn;
+	u32 sent_end;
+	u32 una;
+	u32 rd_out;
+	struct remu_rd_map rdmap[REMU_RD_MAPS];
+	u32 rdmap_used;
+	u8 retries;
+	u8 rnr_left;
+	bool rnr_wait;
+	struct timer_list timer;
+	unsigned long timed_out;
+
+	u32 rpsn;
+	u32 msn;
+	bool comm_est;
+	bool nak_sent;
+	bool in_send;
+	bool in_write;
+	bool have_rwqe;
+	u32 rwqe_idx;
+	struct remu_recv_wqe rwqe;
+	struct remu_sge rsge[REMU_MAX_SGE];
+	struct remu_cqe_ext rext;
+	u32 roff;
+	u64 wr_va;
+	u32 wr_rkey;
+	u32 wr_len;
+	u32 wr_off;
+	struct remu_rd_res *res;
+	u32 res_next;
+	struct remu_uav *uav;
+	u32 av_next;
+};
+
+/* extended header @h of a queued packet (skb->data at the BTH) */
+static inline void *remu_pkt_hdr_of(struct sk_buff *skb,
+				    const struct remu_opcode_info *info,
+				    enum remu_hdr_type h)
+{
+	if (!remu_op_has(info, h))
+		return NULL;
+	return skb->data + info->offset[h];
+}
+
+static inline bool remu_psn_before(u32 a, u32 b)
+{
+	return (s32)((a - b) << 8) < 0;
+}
+
+static inline s32 remu_psn_diff(u32 a, u32 b)
+{
+	return (s32)((a - b) << 8) >> 8;
+}
+
+/* the out-of-order map of READ @sw, or NULL */
+static inline struct remu_rd_map *remu_swqe_map(struct remu_qp_eng *e,
+						 struct remu_swqe *sw)
+{
+	return sw->map ? &e->rdmap[sw->map - 1] : NULL;
+}
+
+/*
+ * The responses READ @sw still lacks first: [@sw->rcvd, returned index),
+ * up to the first one placed out of order, or the end.
+ */
+static inline u32 remu_swqe_read_end(struct remu_qp_eng *e,
+				     struct remu_swqe *sw)
+{
+	struct remu_rd_map *m = remu_swqe_map(e, sw);
+	u32 k;
+
+	if (!m || !m->nset)
+		return sw->npkts;
+	for (k = sw->rcvd + 1; k < sw->npkts && k < sw->rcvd + REMU_RD_MAP; k++)
+		if (test_bit(k % REMU_RD_MAP, m->bits))
+			return k;
+	return sw->npkts;
+}
+
+/* remu_eng (in remu_req.c): life cycle, called by remu_qp.c */
+int remu_eng_init(struct remu_qp *qp);
+void remu_eng_fini(struct remu_qp *qp);
+void remu_eng_reset(struct remu_qp *qp);
+void remu_eng_modify(struct remu_qp *qp, int cur, int next);
+void remu_eng_run(struct remu_qp *qp);
+
+/* requester */
+void remu_req_run(struct remu_qp *qp);
+void remu_req_go_back(struct remu_qp *qp, u32 psn);
+void remu_req_ask_again(struct remu_qp *qp, u32 idx);
+void remu_req_post_av(struct remu_qp *qp);
+void *remu_req_copy(struct remu_qp *qp, u32 idx);
+int remu_req_av(struct remu_qp *qp, void *av);
+
+/* responder */
+void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb);
+
+/* completer */
+void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb);
+void remu_comp_timeout(struct remu_qp *qp);
+void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status);
+void remu_comp_fail_wqe(struct remu_qp *qp, u32 idx, int status);
+void remu_comp_arm(struct remu_qp *qp);
+/* the RNR timer field (IBA table 45, low 5 bits of @t) in microseconds */
+unsigned int remu_rnr_usecs(u8 t);
+
+/* remu_qp.c */
+void remu_qp_error(struct remu_qp *qp);
+bool remu_qp_error_begin(struct remu_qp *qp);
+void remu_qp_error_end(struct remu_qp *qp, bool entered);
+void remu_qp_event(struct remu_qp *qp, enum ib_event_type type);
+u32 remu_wc_opcode(u32 wr_opcode);
+
+#endif /* REMU_ENG_H */

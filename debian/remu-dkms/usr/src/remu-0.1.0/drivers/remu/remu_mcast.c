@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_mcast.c - UD multicast: the device's multicast groups, the QPs
+ * attached to each, the IP multicast membership every group holds on the
+ * device's netdev, and the delivery of a received multicast packet to
+ * each attached QP (docs/multicast.md).
+ *
+ * Owns struct remu_mcast, one per device (rdev->mcast): a hash table of
+ * groups (struct remu_mcg, keyed by MGID), each with the list of its
+ * attachments (struct remu_mca, one per attached QP).  A group lives
+ * while a QP is attached to it.  The first attach creates it and makes
+ * the netdev a member of the IP group the MGID names, in the netdev's
+ * namespace: an IPv4-mapped MGID (::ffff:a.b.c.d) joins the IPv4 group
+ * (IGMP), any other the IPv6 group (MLD); the last detach leaves it and
+ * frees the group.  The membership is the netdev's own, counted with any
+ * other user of the same group (the RDMA CM joins IPv4 groups the same
+ * way), so it disappears with the netdev if that goes first.
+ *
+ * The rules, mlx5's (the core checks the first ones before remu sees the
+ * call): UD QPs only, a multicast MGID only (EINVAL); at most
+ * REMU_MAX_MCAST_GRP groups, REMU_MAX_MCAST_QP_ATTACH QPs per group and
+ * REMU_MAX_TOTAL_MCAST_QP_ATTACH attachments per device (ENOMEM);
+ * attaching a QP that is attached already succeeds and only counts
+ * the attach (the core counts every successful attach in qp->usecnt and
+ * detaches each one: the QP stays attached until the last detach);
+ * detaching one that is not attached is EINVAL.  A process's double
+ * attach and stray detach never get here: uverbs answers them itself,
+ * and it refuses to destroy an attached QP (EBUSY, as the core does for
+ * kernel QPs through qp->usecnt), detaching everything first only when
+ * the process goes away or the device is removed under it.
+ *
+ * Receive: remu_mcast_rcv() gets every packet to QPN 0xffffff from
+ * remu_rcv(); a multicast destination address that names a group hands
+ * one copy to each attached QP (skb_clone, the last QP gets the
+ * original) through remu_rcv_qp(); the responder then checks each QP's
+ * Q_Key on its own copy.  Counted: rcvd_mcast_pkts once per packet that
+ * found a group, rcvd_mcast_no_qp for one that found none, rcvd_no_mem
+ * for a copy that could not be made.  A QP created
+ * with IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK gets no copy of what it sent
+ * itself (the IP stack loops a packet back to the sending netdev when
+ * the netdev is a member of the group; every other attached QP of the
+ * device receives it, as on mlx5).
+ *
+ * Locking:
+ *   mc->lock (mutex)  attach and detach: the table, the lists' writers
+ *                     and the counts (teardown, at dealloc_driver, runs
+ *                     alone).  rtnl_lock nests inside it (the IPv4 join
+ *                     and leave); neither is ever taken under qp->mutex.
+ *   RCU               the receive path (softirq, inside the UDP stack's
+ *                     rcu_read_lock) walks the table and the lists.  A
+ *                     detach unlinks and waits for a grace period before
+ *                     it returns, so no receive path holds the QP of a
+ *                     detached attachment when the core may destroy the
+ *                     QP; the hand-off itself takes qp->ref.
+ */
+#include <linux/hashtable.h>
+#include <linux/igmp.h>
+#include <linux/inetdevice.h>
+#include <linux/rtnetlink.h>
+#include <net/addrconf.h>
+#include <net/ipv6.h>
+#include <rdma/ib_addr.h>
+
+#include "remu_qp.h"
+#include "remu_net.h"
+
+#define REMU_MCAST_HASH_BITS	6
+
+/**
+ * struct remu_mcast - a device's multicast groups
+ * @lock:	see the top comment
+ * @groups:	struct remu_mcg by MGID (RCU readers)
+ * @ngroups:	groups, under @lock
+ * @nattach:	attachments of all groups, under @lock
+ */
+struct remu_mcast {
+	struct mutex lock;
+	DECLARE_HASHTABLE(groups, REMU_MCAST_HASH_BITS);
+	unsigned int ngroups;
+	unsigned int nattach;
+};
+
+/**
+ * struct remu_mcg - one multicast group with at least one QP attached
+ * @node:	in remu_mcast.groups
+ * @mgid:	the MGID, which is also the IP group's address (IPv4-mapped
+ *		or IPv6)
+ * @qps:	struct remu_mca (RCU readers)
+ * @nqps:	attached QPs, under remu_mcast.lock
+ */
+struct remu_mcg {
+	struct hlist_node node;
+	struct in6_addr mgid;
+	struct list_head qps;
+	unsigned int nqps;
+};
+
+/**
+ * struct remu_mca - one QP attached to one group
+ * @node:	in remu_mcg.qps
+ * @qp:		the QP; the core keeps it alive while attached
+ *		(qp->usecnt)
+ * @refs:	successful attaches not detached yet, under remu_mcast.lock:
+ *		the core counts each in qp->usecnt and detaches each once
+ *		(uverbs keys a process's attachments by MGID and MLID, so
+ *		one QP may attach one group under two MLIDs)
+ */
+struct remu_mca {
+	struct list_head node;
+	struct remu_qp *qp;
+	unsigned int refs;
+};
+
+/**
+ * remu_mcast_dev_init - a new device has no groups; its multicast limits
+ * @rdev: the device, before registration (after remu_init_attr())
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int remu_mcast_dev_init(struct remu_dev *rdev)
+{
+	struct remu_mcast *mc = kzalloc(sizeof(*mc), GFP_KERNEL);
+	struct ib_device_attr *a = &rdev->attr;
+
+	if (!mc)
+		return -ENOMEM;
+	mutex_init(&mc->lock);
+	hash_init(mc->groups);
+	rdev->mcast = mc;
+	a->max_mcast_grp = REMU_MAX_MCAST_GRP;
+	a->max_mcast_qp_attach = REMU_MAX_MCAST_QP_ATTACH;
+	a->max_total_mcast_qp_attach = REMU_MAX_TOTAL_MCAST_QP_ATTACH;
+	a->kernel_cap_flags |= IBK_BLOCK_MULTICAST_LOOPBACK;
+	return 0;
+}
+
+/* the group @mgid of @mc, or NULL; under mc->lock or rcu_read_lock */
+static struct remu_mcg *remu_mcg_find(struct remu_mcast *mc,
+				      const struct in6_addr *mgid)
+{
+	struct remu_mcg *g;
+
+	hash_for_each_possible_rcu(mc->groups, g, node, ipv6_addr_hash(mgid),
+				   lockdep_is_held(&mc->lock))
+		if (ipv6_addr_equal(&g->mgid, mgid))
+			return g;
+	return NULL;
+}
+
+/* @qp's attachment to @g, or NULL; under mc->lock */
+static struct remu_mca *remu_mcg_mca(struct remu_mcg *g, struct remu_qp *qp)
+{
+	struct remu_mca *a;
+
+	list_for_each_entry(a, &g->qps, node)
+		if (a->qp == qp)
+			return a;
+	return NULL;
+}
+
+/*
+ * Make @rdev's netdev a member of the IP group @mgid names.  Process
+ * context, under mc->lock; takes rtnl_lock for IPv4.
+ */
+static int remu_mcg_join(struct remu_dev *rdev, const struct in6_addr *mgid)
+{
+	struct in_device *idev;
+	int err = 0;
+
+	if (!ipv6_addr_v4mapped(mgid)) {
+		err = ipv6_dev_mc_inc(rdev->ndev, mgid);
+		/* -EINVAL: the netdev has no IPv6 */
+		return err == -EINVAL ? -ENODEV : err;
+	}
+	rtnl_lock();
+	idev = __in_dev_get_rtnl(rdev->ndev);
+	if (idev)
+		ip_mc_inc_group(idev, mgid->s6_addr32[3]);
+	else
+		err = -ENODEV;
+	rtnl_unlock();
+	return err;
+}
+
+/* Undo remu_mcg_join(); nothing to do if the netdev lost its IP state. */
+static void remu_mcg_leave(struct remu_dev *rdev, const struct in6_addr *mgid)
+{
+	struct in_device *idev;
+
+	if (!ipv6_addr_v4mapped(mgid)) {
+		ipv6_dev_mc_dec(rdev->ndev, mgid);
+		return;
+	}
+	rtnl_lock();
+	idev = __in_dev_get_rtnl(rdev->ndev);
+	if (idev)
+		ip_mc_dec_group(idev, mgid->s6_addr32[3]);
+	rtnl_unlock();
+}
+
+/**
+ * remu_attach_mcast - attach a UD QP to the multicast group @gid
+ * @ibqp: the QP
+ * @gid: the MGID
+ * @lid: the MLID, unused on RoCE (the core accepts any)
+ *
+ * Context: process context; may sleep (rtnl_lock).
+ * Return: 0 (also when @ibqp is attached already: counted, see struct
+ * remu_mca), -EINVAL for a QP that
+ * is not UD or an MGID that is not multicast, -ENOMEM at a limit or out
+ * of memory, -ENODEV when the netdev has no IP state of the MGID's
+ * family.
+ */
+int remu_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	struct remu_qp *qp = to_remu_qp(ibqp);
+	struct remu_dev *rdev = qp->rdev;
+	struct remu_mcast *mc = rdev->mcast;
+	struct in6_addr *mgid = (struct in6_addr *)gid->raw;
+	struct remu_mcg *g, *new = NULL;
+	struct remu_mca *a;
+	int err;
+
+	if (ibqp->qp_type != IB_QPT_UD || !rdma_is_multicast_addr(mgid))
+		return -EINVAL;
+	a = kzalloc(sizeof(*a), GFP_KERNEL);
+	if (!a)
+		return -ENOMEM;
+	a->qp = qp;
+	a->refs = 1;
+
+	mutex_lock(&mc->lock);
+	g = remu_mcg_find(mc, mgid);
+	if (g) {
+		struct remu_mca *old = remu_mcg_mca(g, qp);
+
+		err = 0;
+		if (old) {			/* attached already */
+			old->refs++;
+			goto out_free;
+		}
+	}
+	err = -ENOMEM;
+	if (mc->nattach >= REMU_MAX_TOTAL_MCAST_QP_ATTACH ||
+	    (g && g->nqps >= REMU_MAX_MCAST_QP_ATTACH) ||
+	    (!g && mc->ngroups >= REMU_MAX_MCAST_GRP))
+		goto out_free;
+	if (!g) {
+		new = kzalloc(sizeof(*new), GFP_KERNEL);
+		if (!new)
+			goto out_free;
+		new->mgid = *mgid;
+		INIT_LIST_HEAD(&new->qps);
+		err = remu_mcg_join(rdev, mgid);
+		if (err)
+			goto out_free;
+		g = new;
+	}
+	/* a new group is complete before readers can find it */
+	list_add_tail_rcu(&a->node, &g->qps);
+	g->nqps++;
+	mc->nattach++;
+	remu_obj_get(REMU_OBJ_MCAST_ATTACH);
+	if (new) {
+		hash_add_rcu(mc->groups, &new->node, ipv6_addr_hash(mgid));
+		mc->ngroups++;
+		remu_obj_get(REMU_OBJ_MCAST_GRP);
+	}
+	mutex_unlock(&mc->lock);
+	return 0;
+
+out_free:
+	mutex_unlock(&mc->lock);
+	kfree(new);
+	kfree(a);
+	return err;
+}
+
+/**
+ * remu_detach_mcast - detach a QP from the multicast group @gid
+ * @ibqp: the QP
+ * @gid: the MGID
+ * @lid: unused on RoCE
+ *
+ * When this returns, no receive path delivers to @ibqp for the group
+ * any more (packets already queued on the QP are still processed).
+ * Context: process context; may sleep (rtnl_lock, an RCU grace period).
+ * Return: 0 (the QP stays attached if it was attached more than once),
+ * or -EINVAL if @ibqp is not attached to @gid.
+ */
+int remu_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
+{
+	struct remu_qp *qp = to_remu_qp(ibqp);
+	struct remu_dev *rdev = qp->rdev;
+	struct remu_mcast *mc = rdev->mcast;
+	struct in6_addr *mgid = (struct in6_addr *)gid->raw;
+	struct remu_mca *a = NULL;
+	struct remu_mcg *g;
+
+	mutex_lock(&mc->lock);
+	g = remu_mcg_find(mc, mgid);
+	if (g)
+		a = remu_mcg_mca(g, qp);
+	if (!a) {
+		mutex_unlock(&mc->lock);
+		return -EINVAL;
+	}
+	if (--a->refs) {		/* attached more than once */
+		mutex_unlock(&mc->lock);
+		return 0;
+	}
+	list_del_rcu(&a->node);
+	mc->nattach--;
+	if (--g->nqps == 0) {
+		hash_del_rcu(&g->node);
+		mc->ngroups--;
+		remu_mcg_leave(rdev, mgid);
+	} else {
+		g = NULL;
+	}
+	mutex_unlock(&mc->lock);
+
+	synchronize_rcu();
+	kfree(a);
+	remu_obj_put(REMU_OBJ_MCAST_ATTACH);
+	if (g) {
+		kfree(g);
+		remu_obj_put(REMU_OBJ_MCAST_GRP);
+	}
+	return 0;
+}
+
+/**
+ * remu_mcast_dev_fini - free what is left of a device's groups
+ * @rdev: the device, unregistered and off the receive path (after
+ *	  remu_net_dev_del()), its netdev still held
+ *
+ * Every QP has been detached by now (the core detaches before it
+ * destroys), so this normally frees only the table; a group that is
+ * still there leaves its IP group and goes.
+ */
+void remu_mcast_dev_fini(struct remu_dev *rdev)
+{
+	struct remu_mcast *mc = rdev->mcast;
+	struct remu_mca *a, *an;
+	struct hlist_node *tmp;
+	struct remu_mcg *g;
+	int bkt;
+
+	if (!mc)
+		return;
+	hash_for_each_safe(mc->groups, bkt, tmp, g, node) {
+		hash_del(&g->node);
+		remu_mcg_leave(rdev, &g->mgid);
+		list_for_each_entry_safe(a, an, &g->qps, node) {
+			list_del(&a->node);
+			kfree(a);
+			remu_obj_put(REMU_OBJ_MCAST_ATTACH);
+		}
+		kfree(g);
+		remu_obj_put(REMU_OBJ_MCAST_GRP);
+	}
+	mutex_destroy(&mc->lock);
+	kfree(mc);
+	rdev->mcast = NULL;
+}
+
+/**
+ * remu_mcast_rcv - deliver a packet to the multicast QPN
+ * @rdev: the device it arrived on
+ * @skb: the packet; consumed
+ * @pkt: its parsed view (pkt->qpn is IB_MULTICAST_QPN)
+ *
+ * Context: softirq, under rcu_read_lock, as remu_rcv().
+ */
+void remu_mcast_rcv(struct remu_dev *rdev, struct sk_buff *skb,
+		    struct remu_pkt *pkt)
+{
+	struct remu_qp *qp, *last = NULL;
+	u32 self = IB_MULTICAST_QPN;	/* no QP has this number */
+	struct remu_deth *deth;
+	struct sk_buff *copy;
+	struct remu_mca *a;
+	struct remu_mcg *g;
+
+	if (!rdma_is_multicast_addr(&pkt->net.daddr)) {
+		/* QPN 0xffffff to a unicast address: no such QP */
+		remu_count(rdev, REMU_CNT_RCVD_NO_QP);
+		kfree_skb(skb);
+		return;
+	}
+	g = remu_mcg_find(rdev->mcast, &pkt->net.daddr);
+	if (!g) {
+		remu_count(rdev, REMU_CNT_RCVD_MCAST_NO_QP);
+		kfree_skb(skb);
+		return;
+	}
+	remu_count(rdev, REMU_CNT_RCVD_MCAST_PKTS);
+	/* looped back by the IP stack: sent by a QP of this device */
+	if (skb->pkt_type == PACKET_LOOPBACK) {
+		deth = remu_pkt_hdr(pkt, REMU_HDR_DETH);
+		if (deth)
+			self = remu_deth_sqp(deth);
+	}
+	list_for_each_entry_rcu(a, &g->qps, node) {
+		qp = a->qp;
+		if (qp->mcast_no_self && qp->ib_qp.qp_num == self)
+			continue;
+		if (!refcount_inc_not_zero(&qp->ref))
+			continue;
+		if (last) {
+			copy = skb_clone(skb, GFP_ATOMIC);
+			if (copy)
+				remu_rcv_qp(last, copy, pkt);
+			else
+				remu_count(rdev, REMU_CNT_RCVD_NO_MEM);
+			remu_qp_put(last);
+		}
+		last = qp;
+	}
+	if (!last) {
+		kfree_skb(skb);
+		return;
+	}
+	remu_rcv_qp(last, skb, pkt);
+	remu_qp_put(last);
+}

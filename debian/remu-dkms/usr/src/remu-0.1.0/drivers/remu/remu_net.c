@@ -1,0 +1,711 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_net.c - RoCEv2 over UDP port 4791: the wire layer between the
+ * engines and the network, in any network namespace.
+ *
+ * Owns:
+ * - one UDP tunnel socket pair (IPv4 and IPv6, port 4791) per network
+ *   namespace that holds at least one remu device (struct remu_ns, on
+ *   remu_ns_list).  The first device in a namespace creates it at newlink,
+ *   in the namespace of its netdev; the last device's dealloc_driver
+ *   frees it.  If the namespace itself goes away first, its pernet exit
+ *   releases the sockets at once (its devices are on their way out too:
+ *   their netdevs are unregistered right after) and the entry lives on,
+ *   socketless, until its last device is gone.  If port 4791 is taken in
+ *   the namespace (rdma_rxe binds it in the initial one), newlink fails
+ *   with EADDRINUSE.
+ * - transmit: remu_net_alloc_skb() gives the engines an skb with room for
+ *   every header and the BTH laid out; remu_net_xmit() routes it in the
+ *   netdev's namespace, adds UDP and IPv4/IPv6 headers, stores the ICRC
+ *   and hands it to the IP stack.  A destination on this host (the same
+ *   device, or another remu device in any namespace) needs no special
+ *   case: the IP stack delivers it through lo or the veth, and it comes
+ *   back in through the receive path like any packet.
+ * - receive: remu_udp_encap_rcv() runs in softirq for each datagram to
+ *   4791, finds the remu device (by ingress netdev, or for packets to a
+ *   local address arriving on lo, by destination address), validates the
+ *   packet (IP options, lengths, ICRC, BTH version, opcode, pad, P_Key),
+ *   counts every drop by reason and hands a parsed struct remu_pkt to
+ *   remu_rcv(), which belongs to the engines.
+ *
+ * Locking: remu_ns_lock (a mutex) protects remu_ns_list, each entry's
+ * socket pointers and user count, and the device lists' writers.  The
+ * receive path reads the socket's sk_user_data and the device list under
+ * RCU only (the UDP stack calls encap_rcv inside rcu_read_lock); entries
+ * and devices are freed only after a grace period.  remu_ns_lock nests
+ * inside nothing of remu's; no rtnl_lock is taken under it.  Nothing on
+ * the receive path sleeps.
+ */
+#include <linux/debugfs.h>
+#include <linux/if_vlan.h>
+#include <linux/inetdevice.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/seq_file.h>
+#include <linux/udp.h>
+#include <net/addrconf.h>
+#include <net/ip.h>
+#include <net/ip6_route.h>
+#include <net/ipv6.h>
+#include <net/net_namespace.h>
+#include <net/route.h>
+#include <net/udp_tunnel.h>
+#include <rdma/ib_cache.h>
+
+#include "remu.h"
+#include "remu_net.h"
+#include "remu_trace.h"
+
+/**
+ * struct remu_ns - remu's presence in one network namespace
+ * @list:	entry in remu_ns_list
+ * @net:	the namespace, not referenced (a device must not pin its own
+ *		netdev's namespace); NULL once the namespace has exited
+ * @sk4, @sk6:	the UDP tunnel sockets on port 4791, NULL once released
+ * @users:	remu devices in this namespace
+ * @devs:	those devices (struct remu_dev.ns_node), RCU list
+ */
+struct remu_ns {
+	struct list_head	list;
+	struct net		*net;
+	struct socket		*sk4;
+	struct socket		*sk6;
+	unsigned int		users;
+	struct list_head	devs;
+};
+
+static LIST_HEAD(remu_ns_list);
+static DEFINE_MUTEX(remu_ns_lock);
+
+#define REMU_FLOW_LABEL_MASK	0x000fffffu
+
+/* datagrams to 4791 that matched no remu device (no device to count on) */
+static atomic64_t remu_rx_no_dev;
+
+static struct remu_ns *remu_ns_find(struct net *net)
+{
+	struct remu_ns *ns;
+
+	lockdep_assert_held(&remu_ns_lock);
+	list_for_each_entry(ns, &remu_ns_list, list)
+		if (ns->net == net)
+			return ns;
+	return NULL;
+}
+
+static int remu_udp_encap_rcv(struct sock *sk, struct sk_buff *skb);
+
+static struct socket *remu_sock_create(struct remu_ns *ns, bool ipv6)
+{
+	struct udp_tunnel_sock_cfg tcfg = {
+		.sk_user_data = ns,
+		.encap_type = 1,
+		.encap_rcv = remu_udp_encap_rcv,
+	};
+	struct udp_port_cfg cfg = {
+		.family = ipv6 ? AF_INET6 : AF_INET,
+		.local_udp_port = htons(REMU_ROCE_V2_PORT),
+		/* RoCEv2 senders (rxe too) leave the UDP checksum 0 */
+		.ipv6_v6only = ipv6,
+	};
+	struct socket *sock;
+	int err;
+
+	err = udp_sock_create(ns->net, &cfg, &sock);
+	if (err)
+		return ERR_PTR(err);
+	setup_udp_tunnel_sock(ns->net, REMU_UDP_TUNNEL_SK(sock), &tcfg);
+	return sock;
+}
+
+static void remu_ns_release_socks(struct remu_ns *ns)
+{
+	if (ns->sk4)
+		udp_tunnel_sock_release(REMU_UDP_TUNNEL_SK(ns->sk4));
+	if (ns->sk6)
+		udp_tunnel_sock_release(REMU_UDP_TUNNEL_SK(ns->sk6));
+	ns->sk4 = NULL;
+	ns->sk6 = NULL;
+}
+
+/**
+ * remu_net_dev_add - attach a new device to its namespace's sockets
+ * @rdev: the device, not yet registered; rdev->ndev set
+ *
+ * Creates the namespace's 4791 sockets if it is the first remu device
+ * there.  Until the device is registered the receive path finds it but
+ * drops its packets (ib_device_try_get fails).
+ *
+ * Context: process context (newlink), may sleep.
+ * Return: 0, -EADDRINUSE if port 4791 is taken in the namespace, or
+ * another socket or allocation error.
+ */
+int remu_net_dev_add(struct remu_dev *rdev)
+{
+	struct net *net = dev_net(rdev->ndev);
+	struct remu_ns *ns;
+	int err = 0;
+
+	mutex_lock(&remu_ns_lock);
+	ns = remu_ns_find(net);
+	if (!ns) {
+		ns = kzalloc(sizeof(*ns), GFP_KERNEL);
+		if (!ns) {
+			err = -ENOMEM;
+			goto out;
+		}
+		ns->net = net;
+		INIT_LIST_HEAD(&ns->devs);
+		ns->sk4 = remu_sock_create(ns, false);
+		if (IS_ERR(ns->sk4)) {
+			err = PTR_ERR(ns->sk4);
+			ns->sk4 = NULL;
+		} else if (IS_ENABLED(CONFIG_IPV6)) {
+			ns->sk6 = remu_sock_create(ns, true);
+			if (IS_ERR(ns->sk6)) {
+				err = PTR_ERR(ns->sk6);
+				ns->sk6 = NULL;
+			}
+		}
+		if (err) {
+			if (err == -EADDRINUSE)
+				pr_warn("UDP port %d is already in use in the network namespace of %s (rdma_rxe binds it in the initial namespace)\n",
+					REMU_ROCE_V2_PORT,
+					netdev_name(rdev->ndev));
+			else
+				pr_warn("cannot open UDP port %d in the network namespace of %s: %d\n",
+					REMU_ROCE_V2_PORT,
+					netdev_name(rdev->ndev), err);
+			remu_ns_release_socks(ns);
+			kfree(ns);
+			goto out;
+		}
+		list_add_tail(&ns->list, &remu_ns_list);
+	}
+	ns->users++;
+	rdev->ns = ns;
+	list_add_tail_rcu(&rdev->ns_node, &ns->devs);
+out:
+	mutex_unlock(&remu_ns_lock);
+	return err;
+}
+
+/**
+ * remu_net_dev_del - detach a device; the last one closes the sockets
+ * @rdev: the device (never attached is fine)
+ *
+ * Waits for an RCU grace period, so that when it returns no receive path
+ * still sees @rdev.
+ *
+ * Context: process context (dealloc_driver), may sleep.
+ */
+void remu_net_dev_del(struct remu_dev *rdev)
+{
+	struct remu_ns *ns = rdev->ns, *gone = NULL;
+
+	if (!ns)
+		return;
+	mutex_lock(&remu_ns_lock);
+	list_del_rcu(&rdev->ns_node);
+	if (--ns->users == 0) {
+		remu_ns_release_socks(ns);
+		list_del(&ns->list);
+		gone = ns;
+	}
+	mutex_unlock(&remu_ns_lock);
+	rdev->ns = NULL;
+	synchronize_rcu();
+	kfree(gone);
+}
+
+/* a namespace is going away: its sockets go now, its devices soon */
+static void __net_exit remu_net_ns_exit(struct net *net)
+{
+	struct remu_ns *ns;
+
+	mutex_lock(&remu_ns_lock);
+	ns = remu_ns_find(net);
+	if (ns) {
+		remu_ns_release_socks(ns);
+		ns->net = NULL;
+	}
+	mutex_unlock(&remu_ns_lock);
+}
+
+static struct pernet_operations remu_net_ops = {
+	.exit = remu_net_ns_exit,
+};
+
+/* ---- transmit ---------------------------------------------------------- */
+
+/**
+ * remu_av_from_attr - resolve an address handle's attributes for the wire
+ * @rdev: the device
+ * @attr: a RoCE AH attribute with a GRH and its source GID attribute (as
+ *	  the core resolves them for RoCEv2, dmac included)
+ * @src_qpn: the sending QP, for the UDP source port hash
+ * @dst_qpn: the destination QP, same
+ * @av: filled in
+ *
+ * Return: 0, or -EINVAL for an attribute that is not RoCEv2.
+ */
+int remu_av_from_attr(struct remu_dev *rdev, const struct rdma_ah_attr *attr,
+		      u32 src_qpn, u32 dst_qpn, struct remu_av *av)
+{
+	const struct ib_global_route *grh;
+	const struct ib_gid_attr *sgid;
+
+	if (!(rdma_ah_get_ah_flags(attr) & IB_AH_GRH))
+		return -EINVAL;
+	grh = rdma_ah_read_grh(attr);
+	sgid = grh->sgid_attr;
+	if (!sgid || sgid->gid_type != IB_GID_TYPE_ROCE_UDP_ENCAP)
+		return -EINVAL;
+
+	memset(av, 0, sizeof(*av));
+	memcpy(&av->saddr, sgid->gid.raw, sizeof(av->saddr));
+	memcpy(&av->daddr, grh->dgid.raw, sizeof(av->daddr));
+	if (rdma_gid_attr_network_type(sgid) == RDMA_NETWORK_IPV4) {
+		if (!ipv6_addr_v4mapped(&av->daddr))
+			return -EINVAL;
+		av->family = AF_INET;
+	} else {
+		if (ipv6_addr_v4mapped(&av->daddr))
+			return -EINVAL;
+		av->family = AF_INET6;
+	}
+	av->tclass = grh->traffic_class;
+	av->hop_limit = grh->hop_limit;
+	av->flow_label = grh->flow_label & REMU_FLOW_LABEL_MASK;
+	av->sport = cpu_to_be16(rdma_get_udp_sport(av->flow_label, src_qpn,
+						   dst_qpn));
+	ether_addr_copy(av->dmac, attr->roce.dmac);
+	return 0;
+}
+
+/**
+ * remu_net_alloc_skb - allocate a packet for the engines to fill
+ * @rdev: the sending device
+ * @av: where it goes (for the header room and the network fields of @pkt)
+ * @paylen: payload bytes (the pad to a multiple of 4 is added here)
+ * @pkt: in: @pkt->opcode, a valid opcode; out: every other field
+ *
+ * The skb's data starts at the BTH; it holds the BTH and extended headers
+ * (zeroed, except opcode, PadCnt and TVer in the BTH and the default
+ * P_Key), then @paylen bytes of payload for the caller to fill in full
+ * (at skb->data + pkt->hdr_len; not initialised here), then the zeroed
+ * pad and ICRC.  Room for IP, UDP and the link layer header is reserved.
+ *
+ * Context: any (GFP_ATOMIC).
+ * Return: the skb, or NULL when out of memory.
+ */
+struct sk_buff *remu_net_alloc_skb(struct remu_dev *rdev,
+				   const struct remu_av *av,
+				   unsigned int paylen, struct remu_pkt *pkt)
+{
+	const struct remu_opcode_info *info = &remu_opcode[pkt->opcode];
+	struct net_device *ndev = rdev->ndev;
+	unsigned int pad = -paylen & 3;
+	unsigned int room;
+	struct sk_buff *skb;
+
+	room = LL_RESERVED_SPACE(ndev) + sizeof(struct udphdr) +
+	       (av->family == AF_INET ? sizeof(struct iphdr) :
+					sizeof(struct ipv6hdr));
+	skb = alloc_skb(room + info->length + paylen + pad + REMU_ICRC_LEN +
+			ndev->needed_tailroom, GFP_ATOMIC);
+	if (!skb)
+		return NULL;
+	skb_reserve(skb, room);
+	memset(__skb_put(skb, info->length), 0, info->length);
+	__skb_put(skb, paylen);
+	memset(__skb_put(skb, pad + REMU_ICRC_LEN), 0, pad + REMU_ICRC_LEN);
+	skb->protocol = htons(av->family == AF_INET ? ETH_P_IP : ETH_P_IPV6);
+
+	pkt->rdev = rdev;
+	pkt->ndev = ndev;
+	pkt->info = info;
+	pkt->bth = (struct remu_bth *)skb->data;
+	pkt->pad = pad;
+	pkt->qpn = 0;
+	pkt->psn = 0;
+	pkt->hdr_len = info->length;
+	pkt->paylen = paylen;
+	pkt->net.family = av->family;
+	pkt->net.tclass = av->tclass;
+	pkt->net.hop_limit = av->hop_limit;
+	pkt->net.sport = av->sport;
+	pkt->net.flow_label = av->flow_label;
+	pkt->net.saddr = av->saddr;
+	pkt->net.daddr = av->daddr;
+
+	remu_bth_set_opcode(pkt->bth, pkt->opcode);
+	remu_bth_set_flags(pkt->bth, false, false, pad);
+	remu_bth_set_pkey(pkt->bth, REMU_DEFAULT_PKEY);
+	return skb;
+}
+
+static struct dst_entry *remu_route(struct net *net, struct net_device *ndev,
+				    const struct remu_av *av)
+{
+	if (av->family == AF_INET) {
+		struct flowi4 fl4 = {
+			.flowi4_oif = ndev->ifindex,
+			.flowi4_proto = IPPROTO_UDP,
+			REMU_FLOWI4_TOS(av->tclass),
+			.saddr = av->saddr.s6_addr32[3],
+			.daddr = av->daddr.s6_addr32[3],
+		};
+		struct rtable *rt = ip_route_output_key(net, &fl4);
+
+		return IS_ERR(rt) ? ERR_CAST(rt) : &rt->dst;
+	}
+	if (IS_ENABLED(CONFIG_IPV6)) {
+		struct flowi6 fl6 = {
+			.flowi6_oif = ndev->ifindex,
+			.flowi6_proto = IPPROTO_UDP,
+			.flowlabel = ip6_make_flowinfo(av->tclass,
+						       htonl(av->flow_label)),
+			.saddr = av->saddr,
+			.daddr = av->daddr,
+		};
+
+		return ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+	}
+	return ERR_PTR(-EAFNOSUPPORT);
+}
+
+/**
+ * remu_net_xmit - send a packet built on remu_net_alloc_skb()
+ * @rdev: the sending device
+ * @av: the destination
+ * @skb: the packet, data at the BTH, every header and the payload filled
+ *	 in; the caller may have set skb->sk and a destructor (flow
+ *	 control); the ICRC field is filled in here
+ *
+ * Routes in the netdev's namespace (bound to the netdev), adds the UDP and
+ * IP headers, computes the ICRC over the finished packet and sends it
+ * through the IP stack (netfilter, neighbour resolution, lo for local
+ * addresses).  Consumes @skb in every case.
+ *
+ * Context: any; does not sleep.
+ * Return: 0, or a negative errno (no route, or the stack dropped it);
+ * both are counted (sent_pkts, send_err).
+ */
+int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
+		  struct sk_buff *skb)
+{
+	const struct remu_bth *bth = (const struct remu_bth *)skb->data;
+	struct net *net = dev_net(rdev->ndev);
+	struct dst_entry *dst;
+	struct udphdr *uh;
+	__le32 icrc;
+	int err;
+
+	trace_remu_pkt_send(rdev, bth, skb->len);
+	dst = remu_route(net, rdev->ndev, av);
+	if (IS_ERR(dst)) {
+		err = PTR_ERR(dst);
+		remu_dbg_dev(rdev, "no route to %pI6c: %d\n", &av->daddr, err);
+		kfree_skb(skb);
+		goto err;
+	}
+
+	uh = skb_push(skb, sizeof(*uh));
+	skb_reset_transport_header(skb);
+	uh->source = av->sport;
+	uh->dest = htons(REMU_ROCE_V2_PORT);
+	uh->len = htons(skb->len);
+	uh->check = 0;
+
+	if (av->family == AF_INET) {
+		struct iphdr *iph = skb_push(skb, sizeof(*iph));
+
+		skb_reset_network_header(skb);
+		iph->version = 4;
+		iph->ihl = sizeof(*iph) / 4;
+		iph->tos = av->tclass;
+		iph->tot_len = htons(skb->len);
+		iph->frag_off = htons(IP_DF);
+		iph->ttl = av->hop_limit ?: ip4_dst_hoplimit(dst);
+		iph->protocol = IPPROTO_UDP;
+		iph->check = 0;
+		iph->saddr = av->saddr.s6_addr32[3];
+		iph->daddr = av->daddr.s6_addr32[3];
+		__ip_select_ident(net, iph, 1);
+		skb->protocol = htons(ETH_P_IP);
+		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+	} else {
+		struct ipv6hdr *ip6h = skb_push(skb, sizeof(*ip6h));
+
+		skb_reset_network_header(skb);
+		ip6_flow_hdr(ip6h, av->tclass, htonl(av->flow_label));
+		ip6h->payload_len = htons(skb->len - sizeof(*ip6h));
+		ip6h->nexthdr = IPPROTO_UDP;
+		ip6h->hop_limit = av->hop_limit ?: ip6_dst_hoplimit(dst);
+		ip6h->saddr = av->saddr;
+		ip6h->daddr = av->daddr;
+		skb->protocol = htons(ETH_P_IPV6);
+		memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
+	}
+	skb_dst_set(skb, dst);
+	skb->dev = dst->dev;
+
+	/* the headers are final: what the ICRC covers is on the wire now */
+	icrc = cpu_to_le32(remu_icrc(skb, bth));
+	skb_store_bits(skb, skb->len - REMU_ICRC_LEN, &icrc, sizeof(icrc));
+
+	if (skb->protocol == htons(ETH_P_IP))
+		err = ip_local_out(net, skb->sk, skb);
+	else
+		err = ip6_local_out(net, skb->sk, skb);
+	err = net_xmit_eval(err);
+	if (err)
+		goto err;
+	remu_count(rdev, REMU_CNT_SENT_PKTS);
+	return 0;
+err:
+	remu_count(rdev, REMU_CNT_SEND_ERR);
+	return err;
+}
+
+/* ---- receive ----------------------------------------------------------- */
+
+/* a packet to a local address came in on lo: whose address is it? */
+static struct remu_dev *remu_rx_find_by_daddr(struct remu_ns *ns,
+					      struct sk_buff *skb)
+{
+	struct remu_dev *rdev;
+
+	if (ip_hdr(skb)->version == 4) {
+		__be32 daddr = ip_hdr(skb)->daddr;
+
+		list_for_each_entry_rcu(rdev, &ns->devs, ns_node) {
+			struct in_device *idev = __in_dev_get_rcu(rdev->ndev);
+			const struct in_ifaddr *ifa;
+
+			if (!idev)
+				continue;
+			in_dev_for_each_ifa_rcu(ifa, idev)
+				if (ifa->ifa_local == daddr)
+					return rdev;
+		}
+	} else if (IS_ENABLED(CONFIG_IPV6)) {
+		const struct in6_addr *daddr = &ipv6_hdr(skb)->daddr;
+
+		list_for_each_entry_rcu(rdev, &ns->devs, ns_node)
+			if (ipv6_chk_addr(dev_net(rdev->ndev), daddr,
+					  rdev->ndev, 0))
+				return rdev;
+	}
+	return NULL;
+}
+
+static struct remu_dev *remu_rx_find_dev(struct remu_ns *ns,
+					 struct sk_buff *skb)
+{
+	struct net_device *in = skb->dev;
+	struct remu_dev *rdev;
+
+	if (!in)
+		return NULL;
+	if (in->flags & IFF_LOOPBACK)
+		return remu_rx_find_by_daddr(ns, skb);
+	if (is_vlan_dev(in))
+		in = vlan_dev_real_dev(in);
+	list_for_each_entry_rcu(rdev, &ns->devs, ns_node)
+		if (rdev->ndev == in)
+			return rdev;
+	return NULL;
+}
+
+/* the IP/UDP fields of @pkt, from the headers of @skb */
+static void remu_rx_net(struct sk_buff *skb, struct remu_pkt *pkt)
+{
+	struct remu_pkt_net *n = &pkt->net;
+
+	n->sport = udp_hdr(skb)->source;
+	if (ip_hdr(skb)->version == 4) {
+		const struct iphdr *iph = ip_hdr(skb);
+
+		n->family = AF_INET;
+		n->tclass = iph->tos;
+		n->hop_limit = iph->ttl;
+		n->flow_label = 0;
+		ipv6_addr_set_v4mapped(iph->saddr, &n->saddr);
+		ipv6_addr_set_v4mapped(iph->daddr, &n->daddr);
+	} else {
+		const struct ipv6hdr *ip6h = ipv6_hdr(skb);
+
+		n->family = AF_INET6;
+		n->tclass = ipv6_get_dsfield(ip6h);
+		n->hop_limit = ip6h->hop_limit;
+		n->flow_label = ntohl(ip6_flowlabel(ip6h));
+		n->saddr = ip6h->saddr;
+		n->daddr = ip6h->daddr;
+	}
+}
+
+/*
+ * Validate one RoCEv2 datagram for @rdev and deliver it.  skb->data is at
+ * the UDP header; the UDP stack has checked the UDP length against the IP
+ * length (and a non-zero UDP checksum).  The checks run in this order:
+ * what the ICRC computation needs (plain IP header, BTH and ICRC present),
+ * the ICRC (nothing in a corrupted packet can be trusted), then the BTH.
+ */
+static void remu_net_rx(struct remu_dev *rdev, struct sk_buff *skb)
+{
+	const struct remu_opcode_info *info;
+	enum remu_counter why;
+	unsigned int iplen, rest;
+	struct remu_bth *bth;
+	struct remu_pkt pkt;
+	__le32 wire_icrc;
+	u16 pkey;
+
+	/* RoCEv2 carries no IPv4 options or IPv6 extension headers */
+	iplen = skb_transport_header(skb) - skb_network_header(skb);
+	why = REMU_CNT_RCVD_IP_OPTIONS;
+	if (iplen != (ip_hdr(skb)->version == 4 ? sizeof(struct iphdr) :
+						  sizeof(struct ipv6hdr)))
+		goto drop;
+	why = REMU_CNT_RCVD_BAD_LENGTH;
+	if (ntohs(udp_hdr(skb)->len) != skb->len)
+		goto drop;
+	__skb_pull(skb, sizeof(struct udphdr));
+
+	/* the BTH and the ICRC are the least any packet has */
+	why = REMU_CNT_RCVD_TOO_SHORT;
+	if (skb->len < sizeof(*bth) + REMU_ICRC_LEN ||
+	    !pskb_may_pull(skb, sizeof(*bth)))
+		goto drop;
+	bth = (struct remu_bth *)skb->data;
+
+	why = REMU_CNT_RCVD_ICRC_ERR;
+	if (skb_copy_bits(skb, skb->len - REMU_ICRC_LEN, &wire_icrc,
+			  sizeof(wire_icrc)) ||
+	    le32_to_cpu(wire_icrc) != remu_icrc(skb, bth))
+		goto drop;
+
+	why = REMU_CNT_RCVD_BAD_VERSION;
+	if (remu_bth_tver(bth) != REMU_BTH_TVER)
+		goto drop;
+	why = REMU_CNT_RCVD_BAD_OPCODE;
+	info = &remu_opcode[remu_bth_opcode(bth)];
+	if (!(info->flags & REMU_OP_VALID))
+		goto drop;
+
+	why = REMU_CNT_RCVD_TOO_SHORT;
+	if (skb->len < info->length + REMU_ICRC_LEN ||
+	    !pskb_may_pull(skb, info->length))
+		goto drop;
+	bth = (struct remu_bth *)skb->data;	/* the head may have moved */
+
+	/* payload + pad: what lies between the headers and the ICRC */
+	why = REMU_CNT_RCVD_BAD_LENGTH;
+	rest = skb->len - info->length - REMU_ICRC_LEN;
+	if (remu_bth_pad(bth) > rest || rest % 4 ||
+	    (!(info->flags & REMU_OP_PAYLOAD) && rest))
+		goto drop;
+
+	/* one P_Key, 0xffff (full member): the low 15 bits must match */
+	why = REMU_CNT_RCVD_BAD_PKEY;
+	pkey = remu_bth_pkey(bth);
+	if ((pkey & 0x7fff) != (REMU_DEFAULT_PKEY & 0x7fff))
+		goto drop;
+
+	pkt.rdev = rdev;
+	pkt.ndev = skb->dev;
+	pkt.info = info;
+	pkt.bth = bth;
+	pkt.opcode = remu_bth_opcode(bth);
+	pkt.pad = remu_bth_pad(bth);
+	pkt.qpn = remu_bth_qpn(bth);
+	pkt.psn = remu_bth_psn(bth);
+	pkt.hdr_len = info->length;
+	pkt.paylen = rest - pkt.pad;
+	remu_rx_net(skb, &pkt);
+
+	remu_count(rdev, REMU_CNT_RCVD_PKTS);
+	trace_remu_pkt_recv(rdev, bth, skb->len);
+	remu_rcv(rdev, skb, &pkt);
+	return;
+drop:
+	remu_count(rdev, why);
+	kfree_skb(skb);
+}
+
+/* encap_rcv of the 4791 sockets; softirq, under rcu_read_lock */
+static int remu_udp_encap_rcv(struct sock *sk, struct sk_buff *skb)
+{
+	struct remu_ns *ns = rcu_dereference_sk_user_data(sk);
+	struct remu_dev *rdev = ns ? remu_rx_find_dev(ns, skb) : NULL;
+
+	if (!rdev || !ib_device_try_get(&rdev->ib_dev)) {
+		atomic64_inc(&remu_rx_no_dev);
+		kfree_skb(skb);
+		return 0;
+	}
+	remu_net_rx(rdev, skb);
+	ib_device_put(&rdev->ib_dev);
+	return 0;
+}
+
+/* ---- debugfs and module life ------------------------------------------ */
+
+static int remu_wire_show(struct seq_file *s, void *unused)
+{
+	struct remu_ns *ns;
+
+	seq_printf(s, "icrc_driver %s\n", remu_icrc_driver());
+	seq_printf(s, "rx_no_device %lld\n", atomic64_read(&remu_rx_no_dev));
+	mutex_lock(&remu_ns_lock);
+	list_for_each_entry(ns, &remu_ns_list, list)
+		seq_printf(s, "netns %u devices %u sockets%s%s\n",
+			   ns->net ? ns->net->ns.inum : 0, ns->users,
+			   ns->sk4 ? " ipv4" : "", ns->sk6 ? " ipv6" : "");
+	mutex_unlock(&remu_ns_lock);
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(remu_wire);
+
+static int remu_icrc_driver_show(struct seq_file *s, void *unused)
+{
+	seq_printf(s, "%s\n", remu_icrc_driver());
+	return 0;
+}
+DEFINE_SHOW_ATTRIBUTE(remu_icrc_driver);
+
+/**
+ * remu_net_init - opcode table, ICRC transform, pernet hook, debugfs
+ *
+ * Context: module init, after remu_obj_init() (debugfs directory).
+ * Return: 0 or an errno.
+ */
+int remu_net_init(void)
+{
+	int err;
+
+	remu_opcode_init();
+	err = remu_icrc_init();
+	if (err)
+		return err;
+	err = register_pernet_subsys(&remu_net_ops);
+	if (err) {
+		remu_icrc_exit();
+		return err;
+	}
+	debugfs_create_file("wire", 0444, remu_debugfs_root, NULL,
+			    &remu_wire_fops);
+	debugfs_create_file("icrc_driver", 0444, remu_debugfs_root, NULL,
+			    &remu_icrc_driver_fops);
+	return 0;
+}
+
+/* Context: module exit, after every device is gone. */
+void remu_net_exit(void)
+{
+	unregister_pernet_subsys(&remu_net_ops);
+	WARN_ON(!list_empty(&remu_ns_list));
+	remu_icrc_exit();
+}

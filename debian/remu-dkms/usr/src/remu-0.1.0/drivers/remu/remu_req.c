@@ -1,0 +1,808 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_req.c - the requester, and the per-QP work item that runs the
+ * three engines.
+ *
+ * Owns: the SQ consumer side while the QP is in RTS: each send WQE is
+ * copied out of the ring once (qp->eng.copy) before it is validated or
+ * used, given its PSNs, segmented by the path MTU into request packets
+ * (payload gathered with remu_sge_copy() or taken from the inline data)
+ * and sent with remu_net_xmit().  RC WQEs stay in the ring (slot not
+ * consumed) until the completer retires them; UC/UD WQEs retire as soon
+ * as their last packet is sent.  RC sends stop at a window of
+ * REMU_REQ_WINDOW unacknowledged packets and at max_rd_atomic
+ * outstanding READs/atomics.  Every RC packet sent starts the retransmit
+ * timer if it is not running (remu_comp_arm(); the completer owns it), so
+ * a WQE the window stopped before its last packet is still covered.
+ * Going back (remu_req_go_back()) resends
+ * from a PSN; a READ is resent for the responses it still lacks only
+ * (from PSN first + rcvd, address and length moved to match), a finished
+ * READ/atomic is skipped.  LOCAL_INV, (kernel QPs only) REG_MR and (user
+ * QPs only) BIND_MW send nothing: each runs when every WQE before it has
+ * completed, through the MR layer (remu_key_invalidate(),
+ * remu_mr_fast_reg(), remu_mw_bind()), and completes
+ * at once, IB_WC_MW_BIND_ERR with the QP to ERR if the MR layer refuses.
+ * A UD WQE's address vector is resolved when the WQE is posted
+ * (remu_req_post_av(), from the doorbell or a kernel post_send), as a NIC
+ * copies it into the WQE: the AH may be destroyed as soon as
+ * ibv_post_send() returns; the requester stops at the first WQE posted
+ * but not yet rung.
+ *
+ * The work item (qp->send_work, remu_eng_run()) runs, in this order:
+ * the completer and responder on every queued packet (qp->eng.rxq), the
+ * completer's timer handling, then the requester.  One work item per QP:
+ * the engines' state in struct remu_qp_eng needs no lock.  Ring slots are
+ * consumed under the rings' cons_locks, never held across an MR copy.
+ */
+#include <rdma/ib_cache.h>
+
+#include "remu_qp.h"
+#include "remu_mr.h"
+#include "remu_net.h"
+
+/* a UD WQE's destination, resolved at post time (remu_qp_eng.uav) */
+struct remu_uav {
+	struct remu_av av;
+	int err;		/* the AH did not resolve: the WQE fails */
+};
+
+void *remu_req_copy(struct remu_qp *qp, u32 idx)
+{
+	return qp->eng.copy + (size_t)(idx & qp->sq.ring.mask) *
+			      qp->sq.ring.slot_size;
+}
+
+static void remu_eng_timer(struct timer_list *t)
+{
+	struct remu_qp *qp = from_timer(qp, t, eng.timer);
+
+	set_bit(0, &qp->eng.timed_out);
+	queue_work(remu_wq, &qp->send_work);
+}
+
+int remu_eng_init(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	/* a process's QP: charged to its memory cgroup, as its rings */
+	gfp_t gfp = qp->is_user ? GFP_KERNEL_ACCOUNT : GFP_KERNEL;
+
+	skb_queue_head_init(&e->rxq);
+	timer_setup(&e->timer, remu_eng_timer, 0);
+	e->st = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->st), gfp);
+	e->copy = kvcalloc(qp->sq.ring.num_slots, qp->sq.ring.slot_size, gfp);
+	if (!qp->is_user)
+		e->kreg = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->kreg),
+				   GFP_KERNEL);
+	if (qp->ib_qp.qp_type == IB_QPT_RC)
+		e->res = kvcalloc(REMU_MAX_RD_ATOMIC, sizeof(*e->res), gfp);
+	if (remu_qp_type(qp) == IB_QPT_UD)
+		e->uav = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->uav), gfp);
+	if (!e->st || !e->copy || (!qp->is_user && !e->kreg) ||
+	    (qp->ib_qp.qp_type == IB_QPT_RC && !e->res) ||
+	    (remu_qp_type(qp) == IB_QPT_UD && !e->uav)) {
+		kvfree(e->st);
+		kvfree(e->copy);
+		kvfree(e->kreg);
+		kvfree(e->res);
+		kvfree(e->uav);
+		e->kreg = NULL;
+		e->res = NULL;
+		e->uav = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* after every lookup is gone: stop the timer and the work, drop packets */
+void remu_eng_fini(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	timer_shutdown_sync(&e->timer);
+	cancel_work_sync(&qp->send_work);
+	skb_queue_purge(&e->rxq);
+	kvfree(e->st);
+	kvfree(e->copy);
+	kvfree(e->kreg);
+	kvfree(e->res);
+	kvfree(e->uav);
+}
+
+/* RESET: forget everything in flight */
+void remu_eng_reset(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	del_timer(&e->timer);
+	skb_queue_purge(&e->rxq);
+	memset(e->st, 0, qp->sq.ring.num_slots * sizeof(*e->st));
+	e->rd_out = 0;
+	e->rdmap_used = 0;
+	e->rnr_wait = false;
+	e->nak_sent = false;
+	e->in_send = false;
+	e->in_write = false;
+	e->have_rwqe = false;
+	e->roff = 0;
+}
+
+/*
+ * The path MTU, which both the requester (segmentation) and the responder
+ * (READ responses, from RTR on) use: the QP's path_mtu, or for UD the
+ * port's active MTU.
+ */
+static void remu_eng_set_mtu(struct remu_qp *qp)
+{
+	/* under qp->mutex: not ib_query_port(), which takes rtnl */
+	int m = remu_qp_type(qp) != IB_QPT_UD ? qp->attr.path_mtu :
+		remu_port_active_mtu(&qp->rdev->ib_dev);
+
+	qp->eng.mtu = m > 0 ? ib_mtu_enum_to_int(m) : 256;
+}
+
+/*
+ * modify_qp, under qp->mutex, once the new state @next is set (@cur the
+ * state before).  The send PSN is taken from sq_psn only on RTR->RTS:
+ * RTS->RTS and SQD->RTS keep the PSN stream going.
+ */
+void remu_eng_modify(struct remu_qp *qp, int cur, int next)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	switch (next) {
+	case IB_QPS_RESET:
+		remu_eng_reset(qp);
+		break;
+	case IB_QPS_RTR:
+		e->rpsn = qp->attr.rq_psn;
+		e->msn = 0;
+		e->comm_est = false;
+		if (e->res)
+			memset(e->res, 0, REMU_MAX_RD_ATOMIC * sizeof(*e->res));
+		e->res_next = 0;
+		remu_eng_set_mtu(qp);
+		break;
+	case IB_QPS_RTS:
+		remu_eng_set_mtu(qp);
+		if (cur == IB_QPS_RTR) {
+			e->psn = qp->attr.sq_psn;
+			e->sent_end = e->psn;
+			e->una = e->psn;
+			e->head = qp->sq.ring.cons;
+		}
+		e->retries = qp->attr.retry_cnt;
+		e->rnr_left = qp->attr.rnr_retry;
+		break;
+	case IB_QPS_ERR:
+		del_timer(&e->timer);
+		break;
+	default:
+		break;
+	}
+}
+
+/* the QP's address vector (RC/UC), into @avp (a struct remu_av) */
+int remu_req_av(struct remu_qp *qp, void *avp)
+{
+	struct rdma_ah_attr attr = qp->attr.ah_attr;
+
+	attr.grh.sgid_attr = qp->ib_qp.av_sgid_attr;
+	return remu_av_from_attr(qp->rdev, &attr, qp->ib_qp.qp_num,
+				 qp->attr.dest_qp_num, avp);
+}
+
+/* the per-QP work: completer/responder on received packets, requester */
+void remu_eng_run(struct remu_qp *qp)
+{
+	struct sk_buff *skb;
+	int budget = 256;
+
+	while (budget-- && (skb = skb_dequeue(&qp->eng.rxq))) {
+		enum ib_qp_state s = READ_ONCE(qp->state);
+
+		if (s == IB_QPS_ERR || s == IB_QPS_RESET) {
+			/* the QP stopped receiving since remu_rcv() */
+			remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
+			kfree_skb(skb);
+			continue;
+		}
+		if (remu_opcode[remu_cb(skb)->opcode].flags & REMU_OP_RESP)
+			remu_comp_pkt(qp, skb);
+		else
+			remu_resp_pkt(qp, skb);
+	}
+	if (test_and_clear_bit(0, &qp->eng.timed_out))
+		remu_comp_timeout(qp);
+	if (READ_ONCE(qp->state) == IB_QPS_RTS)
+		remu_req_run(qp);
+	if (!skb_queue_empty(&qp->eng.rxq))
+		queue_work(remu_wq, &qp->send_work);
+}
+
+/* IBA opcode of packet @first/@last of a WQE with @wr_op on @type */
+static int remu_req_opcode(enum ib_qp_type type, u32 wr_op, bool first,
+			   bool last)
+{
+	int base = type == IB_QPT_RC ? IB_OPCODE_RC :
+		   type == IB_QPT_UC ? IB_OPCODE_UC : IB_OPCODE_UD;
+	int op;
+
+	switch (wr_op) {
+	case IB_UVERBS_WR_SEND:
+		op = first && last ? IB_OPCODE_SEND_ONLY :
+		     first ? IB_OPCODE_SEND_FIRST :
+		     last ? IB_OPCODE_SEND_LAST : IB_OPCODE_SEND_MIDDLE;
+		break;
+	case IB_UVERBS_WR_SEND_WITH_IMM:
+		op = first && last ? IB_OPCODE_SEND_ONLY_WITH_IMMEDIATE :
+		     first ? IB_OPCODE_SEND_FIRST :
+		     last ? IB_OPCODE_SEND_LAST_WITH_IMMEDIATE :
+		     IB_OPCODE_SEND_MIDDLE;
+		break;
+	case IB_UVERBS_WR_SEND_WITH_INV:
+		op = first && last ? IB_OPCODE_SEND_ONLY_WITH_INVALIDATE :
+		     first ? IB_OPCODE_SEND_FIRST :
+		     last ? IB_OPCODE_SEND_LAST_WITH_INVALIDATE :
+		     IB_OPCODE_SEND_MIDDLE;
+		break;
+	case IB_UVERBS_WR_RDMA_WRITE:
+		op = first && last ? IB_OPCODE_RDMA_WRITE_ONLY :
+		     first ? IB_OPCODE_RDMA_WRITE_FIRST :
+		     last ? IB_OPCODE_RDMA_WRITE_LAST :
+		     IB_OPCODE_RDMA_WRITE_MIDDLE;
+		break;
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+		op = first && last ? IB_OPCODE_RDMA_WRITE_ONLY_WITH_IMMEDIATE :
+		     first ? IB_OPCODE_RDMA_WRITE_FIRST :
+		     last ? IB_OPCODE_RDMA_WRITE_LAST_WITH_IMMEDIATE :
+		     IB_OPCODE_RDMA_WRITE_MIDDLE;
+		break;
+	case IB_UVERBS_WR_RDMA_READ:
+		op = IB_OPCODE_RDMA_READ_REQUEST;
+		break;
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+		op = IB_OPCODE_COMPARE_SWAP;
+		break;
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		op = IB_OPCODE_FETCH_ADD;
+		break;
+	case IB_UVERBS_WR_FLUSH:
+		op = IB_OPCODE_FLUSH;
+		break;
+	case IB_UVERBS_WR_ATOMIC_WRITE:
+		op = IB_OPCODE_ATOMIC_WRITE;
+		break;
+	default:
+		return -1;
+	}
+	return base + op;
+}
+
+static bool remu_req_op_ok(struct remu_qp *qp, u32 op)
+{
+	enum ib_qp_type type = qp->ib_qp.qp_type;
+
+	switch (op) {
+	case IB_UVERBS_WR_SEND:
+	case IB_UVERBS_WR_SEND_WITH_IMM:
+		return true;
+	case IB_UVERBS_WR_RDMA_WRITE:
+	case IB_UVERBS_WR_RDMA_WRITE_WITH_IMM:
+	case IB_UVERBS_WR_LOCAL_INV:
+		return type != IB_QPT_UD;
+	case IB_UVERBS_WR_BIND_MW:
+		/* user QPs: libremu posts binds (kernel ULPs use no windows) */
+		return type != IB_QPT_UD && !qp->eng.kreg;
+	case IB_UVERBS_WR_RDMA_READ:
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+	case IB_UVERBS_WR_SEND_WITH_INV:
+		return type == IB_QPT_RC;
+	case IB_UVERBS_WR_FLUSH:
+	case IB_UVERBS_WR_ATOMIC_WRITE:
+		/* IBA 1.5: not on kernels without it (remu_compat.h) */
+		return type == IB_QPT_RC && REMU_HAVE_IBA15;
+	case IB_WR_REG_MR:
+		/* kernel only: its parameters are in qp->eng.kreg */
+		return type != IB_QPT_UD && qp->eng.kreg;
+	case REMU_WR_UMR:
+		/* user RC QPs: libremu's remudv_wr_mr_list/_interleaved */
+		return type == IB_QPT_RC && !qp->eng.kreg;
+	default:
+		return false;
+	}
+}
+
+/*
+ * executed by the requester itself, no packet: LOCAL_INV, REG_MR, BIND_MW
+ * and UMR
+ */
+static bool remu_is_local(u32 op)
+{
+	return op == IB_UVERBS_WR_LOCAL_INV || op == IB_WR_REG_MR ||
+	       op == IB_UVERBS_WR_BIND_MW || op == REMU_WR_UMR;
+}
+
+/*
+ * WQEs that take a responder resource and complete by their own response,
+ * never by an ACK of a later request: READ, the atomics, and IBA 1.5's
+ * FLUSH and ATOMIC_WRITE (answered by an empty READ response)
+ */
+static bool remu_is_rd_atomic(u32 op)
+{
+	return op == IB_UVERBS_WR_RDMA_READ ||
+	       op == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
+	       op == IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD ||
+	       op == IB_UVERBS_WR_FLUSH ||
+	       op == IB_UVERBS_WR_ATOMIC_WRITE;
+}
+
+/*
+ * Copy the WQE at @idx out of the ring and validate the copy.
+ * Return: 0, or the IB_WC_* status to complete it with.
+ */
+static int remu_req_fetch(struct remu_qp *qp, u32 idx)
+{
+	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
+	struct remu_send_wqe *w = remu_req_copy(qp, idx);
+	struct remu_sge *sge = (struct remu_sge *)(w + 1);
+	enum ib_qp_type type = remu_qp_type(qp);
+	unsigned long flags;
+	u64 len = 0;
+	u32 i;
+
+	spin_lock_irqsave(&qp->sq.cons_lock, flags);
+	memcpy(w, remu_queue_slot_at(&qp->sq.ring, idx), qp->sq.ring.slot_size);
+	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+
+	memset(sw, 0, sizeof(*sw));
+	sw->valid = true;
+	sw->npkts = 1;
+	if (!remu_req_op_ok(qp, w->opcode))
+		return IB_WC_LOC_QP_OP_ERR;
+	if (w->opcode == REMU_WR_UMR) {
+		/* its entries are inline: remu_mkey_umr() reads them */
+		if (!(w->flags & REMU_WQE_INLINE))
+			return IB_WC_LOC_QP_OP_ERR;
+		if (w->inline_len > qp->max_inline)
+			return IB_WC_LOC_LEN_ERR;
+		sw->len = 0;
+		return 0;
+	}
+	if (w->flags & REMU_WQE_INLINE) {
+		if (w->inline_len > qp->max_inline)
+			return IB_WC_LOC_LEN_ERR;
+		len = w->inline_len;
+		if (remu_is_rd_atomic(w->opcode))
+			return IB_WC_LOC_QP_OP_ERR;
+	} else {
+		if (w->num_sge > qp->sq.max_sge)
+			return IB_WC_LOC_LEN_ERR;
+		for (i = 0; i < w->num_sge; i++)
+			len += sge[i].length;
+	}
+	if (len > 0x80000000ull)
+		return IB_WC_LOC_LEN_ERR;
+	sw->len = len;
+	switch (w->opcode) {
+	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
+	case IB_UVERBS_WR_ATOMIC_FETCH_AND_ADD:
+		if (len < 8)
+			return IB_WC_LOC_LEN_ERR;
+		sw->len = 8;
+		break;
+	case IB_UVERBS_WR_ATOMIC_WRITE:
+		sw->len = 8;		/* the value is in the WQE */
+		break;
+	case IB_UVERBS_WR_FLUSH:
+		sw->len = 0;
+		break;
+	case IB_UVERBS_WR_LOCAL_INV:
+	case IB_WR_REG_MR:
+	case IB_UVERBS_WR_BIND_MW:
+		break;
+	default:
+		if (type == IB_QPT_UD && len > qp->eng.mtu)
+			return IB_WC_LOC_LEN_ERR;
+		sw->npkts = max_t(u32, 1, DIV_ROUND_UP(len, qp->eng.mtu));
+		break;
+	}
+	return 0;
+}
+
+/* build and send packet number @sw->sent of the WQE at @idx */
+static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
+			     const struct remu_av *av)
+{
+	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
+	struct remu_send_wqe *w = remu_req_copy(qp, idx);
+	struct remu_dev *rdev = qp->rdev;
+	enum ib_qp_type type = remu_qp_type(qp);
+	bool first = sw->sent == 0, last, rd = remu_is_rd_atomic(w->opcode);
+	u32 off = sw->sent * qp->eng.mtu, plen = 0, psn, qkey, roff = 0;
+	u32 rlen = sw->len;
+	struct remu_pkt pkt = {};
+	struct sk_buff *skb;
+	void *h;
+	int op, err;
+
+	last = rd || sw->sent + 1 == sw->npkts;
+	op = remu_req_opcode(type, w->opcode, first, last);
+	if (op < 0)
+		return -EINVAL;
+	if (!rd || w->opcode == IB_UVERBS_WR_ATOMIC_WRITE)
+		plen = min(sw->len - off, qp->eng.mtu);
+	psn = sw->first_psn + (rd ? 0 : sw->sent);
+	if (w->opcode == IB_UVERBS_WR_RDMA_READ) {
+		/*
+		 * Sent again: ask only for the responses still missing
+		 * first (IBA allows a resent READ to start at any PSN of the
+		 * original, with its address and length moved to match).
+		 */
+		roff = sw->rcvd * qp->eng.mtu;
+		rlen = min_t(u64, (u64)remu_swqe_read_end(&qp->eng, sw) *
+			     qp->eng.mtu, sw->len) - roff;
+		psn = sw->first_psn + sw->rcvd;
+	}
+
+	pkt.opcode = op;
+	skb = remu_net_alloc_skb(rdev, av, plen, &pkt);
+	if (!skb)
+		return -ENOMEM;
+	remu_bth_set_flags(pkt.bth, last && (w->flags & REMU_WQE_SOLICITED),
+			   false, pkt.pad);
+	remu_bth_set_qpn(pkt.bth, type == IB_QPT_UD ? w->remote_qpn :
+				  qp->attr.dest_qp_num);
+	remu_bth_set_psn(pkt.bth, psn, type == IB_QPT_RC &&
+			 (last || (psn % REMU_ACK_EVERY) == 0));
+
+	h = remu_pkt_hdr(&pkt, REMU_HDR_RETH);
+	if (h)
+		remu_reth_set(h, w->remote_addr + roff, w->rkey,
+			      w->opcode == IB_UVERBS_WR_FLUSH ?
+			      (u32)w->compare_add : rlen);
+	h = remu_pkt_hdr(&pkt, REMU_HDR_FETH);
+	if (h)
+		remu_feth_set(h, w->ex_data);
+	h = remu_pkt_hdr(&pkt, REMU_HDR_IMMDT);
+	if (h)
+		((struct remu_immdt *)h)->imm = (__force __be32)w->ex_data;
+	h = remu_pkt_hdr(&pkt, REMU_HDR_IETH);
+	if (h)
+		remu_ieth_set(h, w->ex_data);
+	h = remu_pkt_hdr(&pkt, REMU_HDR_DETH);
+	if (h) {
+		qkey = (w->remote_qkey & 0x80000000u) ? qp->attr.qkey :
+							w->remote_qkey;
+		if (remu_qp_is_gsi(qp))
+			qkey = IB_QP1_QKEY;
+		remu_deth_set(h, qkey, qp->ib_qp.qp_num);
+	}
+	h = remu_pkt_hdr(&pkt, REMU_HDR_ATMETH);
+	if (h) {
+		if (w->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
+			remu_atmeth_set(h, w->remote_addr, w->rkey, w->swap,
+					w->compare_add);
+		else
+			remu_atmeth_set(h, w->remote_addr, w->rkey,
+					w->compare_add, 0);
+	}
+
+	if (plen) {
+		u8 *buf = skb->data + pkt.hdr_len;
+
+		if (w->opcode == IB_UVERBS_WR_ATOMIC_WRITE) {
+			/* the 8 bytes, as they were in the WQE's memory */
+			memcpy(buf, &w->compare_add, sizeof(w->compare_add));
+		} else if (w->flags & REMU_WQE_INLINE) {
+			memcpy(buf, (u8 *)(w + 1) + off, plen);
+		} else {
+			err = remu_sge_copy(rdev, to_remu_pd(qp->ib_qp.pd),
+					    (struct remu_sge *)(w + 1),
+					    w->num_sge, off, buf, plen,
+					    REMU_FROM_MR, 0);
+			if (err) {
+				kfree_skb(skb);
+				return err;
+			}
+		}
+	}
+	if (first && !(w->opcode == IB_UVERBS_WR_RDMA_READ) &&
+	    (w->opcode == IB_UVERBS_WR_SEND ||
+	     w->opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
+	     w->opcode == IB_UVERBS_WR_SEND_WITH_INV))
+		remu_count(rdev, REMU_CNT_RDMA_SEND);
+	remu_net_xmit(rdev, av, skb);	/* a lost packet is retransmitted */
+	/* responses may now come up to here (READ: one per response) */
+	psn = rd ? sw->first_psn + sw->npkts : psn + 1;
+	if (remu_psn_before(qp->eng.sent_end, psn))
+		qp->eng.sent_end = psn & REMU_PSN_MASK;
+	return 0;
+}
+
+static int remu_local_status(int err)
+{
+	switch (err) {
+	case -EMSGSIZE:
+		return IB_WC_LOC_LEN_ERR;
+	case -ENOMEM:
+		return IB_WC_LOC_QP_OP_ERR;
+	default:
+		return IB_WC_LOC_PROT_ERR;
+	}
+}
+
+/* the bind WQE's fields (see uapi/rdma/remu-abi.h) */
+static int remu_req_bind(struct remu_qp *qp, const struct remu_send_wqe *w)
+{
+	struct remu_mw_bind b = {
+		.mw_key = w->ex_data,
+		.new_key = w->rkey,
+		.lkey = (u32)w->swap,
+		.addr = w->remote_addr,
+		.length = w->compare_add,
+		.access = w->remote_qkey,
+	};
+
+	return remu_mw_bind(qp->rdev, to_remu_pd(qp->ib_qp.pd),
+			    qp->ib_qp.qp_num, &b);
+}
+
+/*
+ * Execute the local WQE @w at ring index @idx (LOCAL_INV, REG_MR, BIND_MW).
+ * Return: 0, or the errno of the MR layer (the WQE then completes with
+ * IB_WC_MW_BIND_ERR, the status of a failed memory registration
+ * operation, and the QP goes to ERR).
+ */
+static int remu_req_local(struct remu_qp *qp, u32 idx,
+			  const struct remu_send_wqe *w)
+{
+	struct remu_pd *pd = to_remu_pd(qp->ib_qp.pd);
+	const struct remu_kreg *r;
+
+	if (w->opcode == IB_UVERBS_WR_LOCAL_INV)
+		return remu_key_invalidate(qp->rdev, pd, 0, w->ex_data);
+	if (w->opcode == IB_UVERBS_WR_BIND_MW)
+		return remu_req_bind(qp, w);
+	if (w->opcode == REMU_WR_UMR)
+		return remu_mkey_umr(qp->rdev, pd, w);
+	r = &qp->eng.kreg[idx & qp->sq.ring.mask];
+	/* the MR must belong to the QP's PD */
+	if (r->mr->pd != pd)
+		return -EPERM;
+	return remu_mr_fast_reg(r->mr, r->key, r->access, r->iova, r->length);
+}
+
+/* give READ @sw an out-of-order map, if one of REMU_RD_MAPS is free */
+static void remu_req_map_get(struct remu_qp_eng *e, struct remu_swqe *sw)
+{
+	unsigned long used = e->rdmap_used;
+	unsigned int i = find_first_zero_bit(&used, REMU_RD_MAPS);
+
+	if (i >= REMU_RD_MAPS)
+		return;		/* none: responses placed in order only */
+	memset(&e->rdmap[i], 0, sizeof(e->rdmap[i]));
+	e->rdmap_used |= BIT(i);
+	sw->map = i + 1;
+}
+
+/*
+ * Send the request of the READ or atomic at ring index @idx once more,
+ * now, without going back: the completer saw its responses go missing.
+ */
+void remu_req_ask_again(struct remu_qp *qp, u32 idx)
+{
+	struct remu_av av;
+
+	if (READ_ONCE(qp->state) != IB_QPS_RTS || remu_req_av(qp, &av))
+		return;
+	remu_req_send_pkt(qp, idx, &av);
+}
+
+/* go back to @psn: resend everything from there (RC) */
+void remu_req_go_back(struct remu_qp *qp, u32 psn)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	u32 old = e->head, idx;
+	bool moved = false;
+
+	for (idx = q->cons; idx - q->cons <= old - q->cons; idx++) {
+		struct remu_swqe *sw = &e->st[idx & q->mask];
+		struct remu_send_wqe *w = remu_req_copy(qp, idx);
+
+		if (!sw->valid || idx - q->cons >= q->num_slots)
+			break;
+		if (remu_psn_before(psn, sw->first_psn))
+			sw->sent = 0;
+		else if (remu_psn_diff(psn, sw->first_psn) < sw->npkts)
+			sw->sent = remu_is_rd_atomic(w->opcode) ? 0 :
+				   remu_psn_diff(psn, sw->first_psn);
+		else
+			continue;
+		if (!moved) {
+			e->head = idx;
+			e->psn = (sw->first_psn + sw->sent) & REMU_PSN_MASK;
+			moved = true;
+		}
+	}
+}
+
+/* the address vector of AH number @ah_num, for a UD WQE of @qp */
+static int remu_req_ud_av(struct remu_qp *qp, u32 ah_num, u32 remote_qpn,
+			  struct remu_av *av)
+{
+	const struct ib_gid_attr *sgid;
+	struct rdma_ah_attr attr;
+	int err;
+
+	err = remu_ah_resolve(qp->rdev, ah_num, qp->ib_qp.pd, &attr);
+	if (err)
+		return err;
+	sgid = rdma_get_gid_attr(&qp->rdev->ib_dev, 1, attr.grh.sgid_index);
+	if (IS_ERR(sgid))
+		return PTR_ERR(sgid);
+	attr.grh.sgid_attr = sgid;
+	err = remu_av_from_attr(qp->rdev, &attr, qp->ib_qp.qp_num, remote_qpn,
+				av);
+	rdma_put_gid_attr(sgid);
+	return err;
+}
+
+/**
+ * remu_req_post_av - resolve the AHs of the UD WQEs posted since last time
+ * @qp: a UD QP; the caller holds qp->sq.prod_lock
+ *
+ * A NIC copies a UD WQE's address vector into the WQE when it is posted,
+ * so destroying the AH once ibv_post_send() has returned does not affect
+ * the sends already posted (mlx5; a process may post and destroy at once,
+ * as rdmacm-utils' mckey does).  The doorbell (user QPs) and
+ * remu_post_send() (kernel QPs) call this before they queue the work;
+ * the requester sends no WQE beyond @qp->eng.av_next.  An AH that does
+ * not resolve (unknown, another PD's) is recorded: its WQE completes with
+ * IB_WC_LOC_QP_OP_ERR when the requester gets to it.
+ *
+ * Context: any; takes qp->sq.cons_lock to read the ring's extent.
+ */
+void remu_req_post_av(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	const struct remu_send_wqe *w;
+	struct remu_uav *u;
+	unsigned long flags;
+	u32 idx, end;
+
+	spin_lock_irqsave(&qp->sq.cons_lock, flags);
+	idx = (s32)(e->av_next - q->cons) < 0 ? q->cons : e->av_next;
+	end = q->cons + remu_queue_used_by_consumer(q);
+	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+	for (; idx != end; idx++) {
+		w = remu_queue_slot_at(q, idx);
+		u = &e->uav[idx & q->mask];
+		u->err = remu_req_ud_av(qp, READ_ONCE(w->ah_num),
+					READ_ONCE(w->remote_qpn), &u->av);
+	}
+	smp_store_release(&e->av_next, end);
+}
+
+void remu_req_run(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	bool rc = qp->ib_qp.qp_type == IB_QPT_RC;
+	bool have_av = false;
+	struct remu_av av;
+	const struct remu_av *dst = &av;
+	unsigned long flags;
+	int budget = 512;
+	u32 used;
+
+	while (budget-- > 0 && !e->rnr_wait &&
+	       READ_ONCE(qp->state) == IB_QPS_RTS) {
+		struct remu_send_wqe *w;
+		struct remu_swqe *sw;
+		u32 idx;
+		int err;
+
+		spin_lock_irqsave(&qp->sq.cons_lock, flags);
+		used = remu_queue_used_by_consumer(q);
+		if ((s32)(e->head - q->cons) < 0)
+			e->head = q->cons;
+		idx = e->head;
+		spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+		if (idx - q->cons >= used)
+			break;
+		/* UD: posted, its AV not resolved yet; the doorbell requeues */
+		if (e->uav && (s32)(idx - smp_load_acquire(&e->av_next)) >= 0)
+			break;
+
+		sw = &e->st[idx & q->mask];
+		w = remu_req_copy(qp, idx);
+		if (!sw->valid) {
+			err = remu_req_fetch(qp, idx);
+			if (err) {
+				remu_comp_fail_wqe(qp, idx, err);
+				return;
+			}
+			if (remu_is_rd_atomic(w->opcode) && rc &&
+			    e->rd_out >= max_t(u32, 1, qp->attr.max_rd_atomic)) {
+				sw->valid = false;
+				break;
+			}
+			sw->first_psn = e->psn;
+			if (remu_is_rd_atomic(w->opcode)) {
+				e->rd_out++;
+				sw->rd = true;
+			}
+			if (w->opcode == IB_UVERBS_WR_RDMA_READ)
+				remu_req_map_get(e, sw);
+		}
+		if (rc && sw->rd && sw->rcvd >= sw->npkts) {
+			/* gone back over a finished READ/atomic: skip it */
+			if (remu_psn_before(e->psn, sw->first_psn + sw->npkts))
+				e->psn = (sw->first_psn + sw->npkts) &
+					 REMU_PSN_MASK;
+			e->head++;
+			continue;
+		}
+		if (remu_is_local(w->opcode)) {
+			/* local: done when all before it are */
+			if (idx != q->cons)
+				break;
+			err = remu_req_local(qp, idx, w);
+			e->head++;
+			if (err) {
+				remu_comp_fail_wqe(qp, idx, IB_WC_MW_BIND_ERR);
+				return;
+			}
+			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
+			continue;
+		}
+		if ((w->flags & REMU_WQE_FENCE) && rc && e->rd_out &&
+		    idx != q->cons)
+			break;
+		if (rc && remu_psn_diff(sw->first_psn + sw->sent, e->una) >=
+			  REMU_REQ_WINDOW)
+			break;
+
+		err = 0;
+		if (e->uav) {		/* UD: the AV resolved at post time */
+			err = e->uav[idx & q->mask].err;
+			dst = &e->uav[idx & q->mask].av;
+		} else if (!have_av) {
+			err = remu_req_av(qp, &av);
+			have_av = !err;
+		}
+		if (err) {
+			remu_comp_fail_wqe(qp, idx, IB_WC_LOC_QP_OP_ERR);
+			return;
+		}
+
+		err = remu_req_send_pkt(qp, idx, dst);
+		if (err) {
+			remu_comp_fail_wqe(qp, idx, remu_local_status(err));
+			return;
+		}
+		sw->sent = remu_is_rd_atomic(w->opcode) ? sw->npkts :
+			   sw->sent + 1;
+		if (remu_psn_before(e->psn, sw->first_psn + sw->sent))
+			e->psn = (sw->first_psn + sw->sent) & REMU_PSN_MASK;
+		/*
+		 * Something is unacknowledged from the first packet on: the
+		 * window can stop a long WQE before its last packet, and if
+		 * what went out (or its ACKs) is lost, only the timer
+		 * recovers.  A running timer is left as it is until the
+		 * WQE's last packet, which restarts it.
+		 */
+		if (rc && (sw->sent == sw->npkts || !timer_pending(&e->timer)))
+			remu_comp_arm(qp);
+		if (sw->sent < sw->npkts)
+			continue;
+		e->head++;
+		if (!rc)
+			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
+	}
+	if (budget <= 0)
+		queue_work(remu_wq, &qp->send_work);
+}

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * remu_rereg.c - ibv_rereg_mr (ib_device_ops.rereg_user_mr).
+ *
+ * Owns: the decision what a re-registration becomes.  remu never changes
+ * an MR in place: every successful rereg_user_mr builds a complete new MR
+ * (through remu_reg_user_mr(), so pinned, explicit ODP and implicit ODP
+ * MRs come out exactly as a fresh registration would) from the old MR's
+ * parameters with the requested ones substituted, gives it the old MR's
+ * key (remu_mr_replace()) and returns it.  The core then puts the new MR
+ * in the old one's uobject and deregisters the old MR (remu_dereg_mr()),
+ * which waits for every access in flight on it to call remu_mr_put()
+ * before the old backing is released.  So:
+ *  - the lkey and rkey stay the same for every flag combination, as
+ *    mlx5 (which changes the mkey in place where it can) and rxe (PD and
+ *    access only, in place) keep them: a peer holding the rkey from before
+ *    reaches the new range with the new rights, through a QP of the new
+ *    PD (docs/compatibility.md);
+ *  - a lookup of the key at any moment finds the old or the new MR, never
+ *    neither; work in flight on the old translation completes on the old
+ *    memory before ibv_rereg_mr() returns, work that looks the key up
+ *    later is checked against the new range, PD and rights; the device
+ *    never touches the old range through this MR after the return;
+ *  - on any error nothing has changed: the old MR stays valid with its
+ *    keys, PD, rights and range (stronger than IBV_REREG_MR_ERR_CMD's
+ *    "MR shouldn't be used").
+ *
+ * What is refused: flags other than TRANS/PD/ACCESS (-EOPNOTSUPP), MRs
+ * that are not user MRs (kernel, fast-reg; the core refuses DM MRs with
+ * -EINVAL before calling here), MRs with memory windows bound (-EBUSY),
+ * adding write rights to a pinned or ODP MR without a new translation
+ * when its pages were taken read-only (-EACCES, ib_umem_check_rereg(), as
+ * mlx5), and an implicit ODP MR losing IBV_ACCESS_ON_DEMAND without a new
+ * translation (-EOPNOTSUPP, as mlx5).  An implicit ODP MR re-registered
+ * without CHANGE_TRANSLATION stays implicit (a new implicit MR); with it,
+ * it becomes whatever the new range asks for.
+ *
+ * Locking: none of its own.  The core holds the MR's uobject for writing,
+ * so no other verb on this MR runs concurrently; the data path is kept
+ * safe by the MR access layer's reference/done protocol (remu_mr.h).
+ */
+#include <rdma/ib_umem.h>
+
+#include "remu.h"
+#include "remu_trace.h"
+
+#define REMU_REREG_FLAGS \
+	(IB_MR_REREG_TRANS | IB_MR_REREG_PD | IB_MR_REREG_ACCESS)
+
+/* implicit ODP: the only MR kind whose length is the whole address space */
+static bool remu_mr_is_implicit(const struct remu_mr *mr)
+{
+	return mr->kind == REMU_MR_ODP && mr->length == U64_MAX;
+}
+
+static struct ib_mr *remu_rereg(struct ib_mr *ibmr, int flags, u64 start,
+			       u64 length, u64 iova, int access,
+			       struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct remu_mr *mr = to_remu_mr(ibmr);
+	struct ib_mr *new;
+	int err;
+
+	if (flags & ~REMU_REREG_FLAGS)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (mr->kind != REMU_MR_UMEM && mr->kind != REMU_MR_ODP)
+		return ERR_PTR(-EINVAL);
+	if (atomic_read(&mr->num_mw))
+		return ERR_PTR(-EBUSY);
+	err = ib_umem_check_rereg(mr->umem, flags, access);
+	if (err)
+		return ERR_PTR(err);
+
+	if (!(flags & IB_MR_REREG_ACCESS))
+		access = mr->access;
+	if (!(flags & IB_MR_REREG_PD))
+		ibpd = ibmr->pd;
+	if (!(flags & IB_MR_REREG_TRANS)) {
+		if (remu_mr_is_implicit(mr)) {
+			if (!(access & IB_ACCESS_ON_DEMAND))
+				return ERR_PTR(-EOPNOTSUPP);
+			start = 0;
+			length = U64_MAX;
+			iova = 0;
+		} else {
+			start = mr->umem->address;
+			length = mr->length;
+			iova = mr->iova;
+		}
+	}
+	new = remu_reg_user_mr(ibpd, start, length, iova, access, udata);
+	if (IS_ERR(new))
+		return new;
+	err = remu_mr_replace(mr, to_remu_mr(new));
+	if (err) {
+		remu_dereg_mr(new, udata);
+		return ERR_PTR(err);
+	}
+	return new;
+}
+
+/**
+ * remu_rereg_user_mr - re-register a user MR as a new MR
+ * @ibmr:	the MR (its uobject held for writing by the core)
+ * @flags:	IB_MR_REREG_* (the core made sure it is non-zero and known)
+ * @start:	with IB_MR_REREG_TRANS: new user address
+ * @length:	with IB_MR_REREG_TRANS: new length
+ * @iova:	with IB_MR_REREG_TRANS: new iova (same page offset as @start)
+ * @access:	with IB_MR_REREG_ACCESS: new IB_ACCESS_* (core-checked)
+ * @ibpd:	with IB_MR_REREG_PD: new PD
+ * @udata:	driver data (remu has none)
+ *
+ * Return: the new MR under @ibmr's keys (the core deregisters @ibmr), or
+ * an ERR_PTR with @ibmr untouched.  Never NULL (nothing changes in place).
+ */
+struct ib_mr *remu_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				 u64 length, u64 iova, int access,
+				 struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct ib_mr *new = remu_rereg(ibmr, flags, start, length, iova, access,
+				       ibpd, udata);
+
+	trace_remu_mr_rereg(to_remu_mr(ibmr), flags, new);
+	return new;
+}
