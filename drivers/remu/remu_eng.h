@@ -18,6 +18,7 @@
 #include <linux/bitmap.h>
 #include <linux/skbuff.h>
 #include <linux/timer.h>
+#include <net/dst_cache.h>
 #include <rdma/remu-abi.h>
 
 #include "remu_param.h"
@@ -176,6 +177,11 @@ struct remu_rd_res {
  * @res_next:	the @res slot the next one goes into
  * @uav:	UD: the address vector of each SQ slot, resolved when the WQE
  *		was posted (remu_req_post_av()); NULL for other QPs
+ * @dst_cache:	RC/UC: the route of the QP's path, per CPU (remu_net.c
+ *		checks it is still valid on every use)
+ * @dst_key:	the path @dst_cache holds routes for (family, tclass,
+ *		addresses); remu_req_av() empties the cache when the QP's
+ *		path is no longer that one
  * @av_next:	UD: ring index up to which @uav is filled; written by
  *		remu_req_post_av() under qp->sq.prod_lock with release order,
  *		read by the requester with acquire order
@@ -220,6 +226,14 @@ struct remu_qp_eng {
 	u32 res_next;
 	struct remu_uav *uav;
 	u32 av_next;
+	struct dst_cache dst_cache;
+	struct remu_dst_key {
+		u8 family;
+		u8 tclass;
+		u32 flow_label;
+		struct in6_addr saddr;
+		struct in6_addr daddr;
+	} dst_key;
 };
 
 /* extended header @h of a queued packet (skb->data at the BTH) */

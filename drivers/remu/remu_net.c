@@ -16,7 +16,9 @@
  *   with EADDRINUSE.
  * - transmit: remu_net_alloc_skb() gives the engines an skb with room for
  *   every header and the BTH laid out; remu_net_xmit() routes it in the
- *   netdev's namespace, adds UDP and IPv4/IPv6 headers, stores the ICRC
+ *   netdev's namespace (an RC/UC QP's route is kept in the QP's per-CPU
+ *   dst_cache, remu_av.dcache, and looked up again only when the route
+ *   is no longer valid or the path changed), adds UDP and IPv4/IPv6 headers, stores the ICRC
  *   and hands it to the IP stack.  A destination on this host (the same
  *   device, or another remu device in any namespace) needs no special
  *   case: the IP stack delivers it through lo or the veth, and it comes
@@ -345,6 +347,11 @@ struct sk_buff *remu_net_alloc_skb(struct remu_dev *rdev,
 	return skb;
 }
 
+/*
+ * The route of @av, referenced: from @av->dcache when it holds one that is
+ * still valid (dst_cache checks the route's generation on every get), else
+ * looked up, and then kept there.  The cache is per CPU: BH off around it.
+ */
 static struct dst_entry *remu_route(struct net *net, struct net_device *ndev,
 				    const struct remu_av *av)
 {
@@ -356,11 +363,28 @@ static struct dst_entry *remu_route(struct net *net, struct net_device *ndev,
 			.saddr = av->saddr.s6_addr32[3],
 			.daddr = av->daddr.s6_addr32[3],
 		};
-		struct rtable *rt = ip_route_output_key(net, &fl4);
+		struct rtable *rt;
+		__be32 saddr;
 
-		return IS_ERR(rt) ? ERR_CAST(rt) : &rt->dst;
+		if (av->dcache) {
+			local_bh_disable();
+			rt = dst_cache_get_ip4(av->dcache, &saddr);
+			local_bh_enable();
+			if (rt)
+				return &rt->dst;
+		}
+		rt = ip_route_output_key(net, &fl4);
+		if (IS_ERR(rt))
+			return ERR_CAST(rt);
+		if (av->dcache) {
+			local_bh_disable();
+			dst_cache_set_ip4(av->dcache, &rt->dst, fl4.saddr);
+			local_bh_enable();
+		}
+		return &rt->dst;
 	}
-	if (IS_ENABLED(CONFIG_IPV6)) {
+#if IS_ENABLED(CONFIG_IPV6)
+	{
 		struct flowi6 fl6 = {
 			.flowi6_oif = ndev->ifindex,
 			.flowi6_proto = IPPROTO_UDP,
@@ -369,9 +393,25 @@ static struct dst_entry *remu_route(struct net *net, struct net_device *ndev,
 			.saddr = av->saddr,
 			.daddr = av->daddr,
 		};
+		struct dst_entry *dst;
+		struct in6_addr saddr;
 
-		return ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+		if (av->dcache) {
+			local_bh_disable();
+			dst = dst_cache_get_ip6(av->dcache, &saddr);
+			local_bh_enable();
+			if (dst)
+				return dst;
+		}
+		dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+		if (!IS_ERR(dst) && av->dcache) {
+			local_bh_disable();
+			dst_cache_set_ip6(av->dcache, dst, &fl6.saddr);
+			local_bh_enable();
+		}
+		return dst;
 	}
+#endif
 	return ERR_PTR(-EAFNOSUPPORT);
 }
 

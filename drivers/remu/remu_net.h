@@ -18,6 +18,9 @@ struct remu_qp;
 
 /**
  * struct remu_av - where a packet goes: the resolved address vector
+ * @dcache:	RC/UC: the QP's route cache (remu_qp_eng.dst_cache), which
+ *		remu_net_xmit() uses and fills; NULL: a route lookup per
+ *		packet (UD, whose destination changes with every WQE)
  * @family:	AF_INET or AF_INET6 (from the source GID's network type)
  * @tclass:	IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN)
  * @hop_limit:	IPv4 TTL / IPv6 hop limit; 0 means the route's default
@@ -30,6 +33,7 @@ struct remu_qp;
  * @daddr:	destination address, same form (the destination GID)
  */
 struct remu_av {
+	struct dst_cache *dcache;
 	u8		family;
 	u8		tclass;
 	u8		hop_limit;

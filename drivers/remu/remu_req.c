@@ -68,6 +68,9 @@ int remu_eng_init(struct remu_qp *qp)
 
 	skb_queue_head_init(&e->rxq);
 	timer_setup(&e->timer, remu_eng_timer, 0);
+	/* every transport: remu_req_av() (RC/UC) uses it, destroy frees it */
+	if (dst_cache_init(&e->dst_cache, gfp))
+		return -ENOMEM;
 	e->st = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->st), gfp);
 	e->copy = kvcalloc(qp->sq.ring.num_slots, qp->sq.ring.slot_size, gfp);
 	if (!qp->is_user)
@@ -85,6 +88,7 @@ int remu_eng_init(struct remu_qp *qp)
 		kvfree(e->kreg);
 		kvfree(e->res);
 		kvfree(e->uav);
+		dst_cache_destroy(&e->dst_cache);
 		e->kreg = NULL;
 		e->res = NULL;
 		e->uav = NULL;
@@ -106,6 +110,7 @@ void remu_eng_fini(struct remu_qp *qp)
 	kvfree(e->kreg);
 	kvfree(e->res);
 	kvfree(e->uav);
+	dst_cache_destroy(&e->dst_cache);
 }
 
 /* RESET: forget everything in flight */
@@ -181,14 +186,36 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 	}
 }
 
-/* the QP's address vector (RC/UC), into @avp (a struct remu_av) */
+/*
+ * The QP's address vector (RC/UC), into @avp (a struct remu_av), with the
+ * QP's route cache.  Only the QP's work item calls this (and so uses the
+ * cache): emptying the cache here, when the path has changed since it was
+ * filled, cannot race with a lookup.
+ */
 int remu_req_av(struct remu_qp *qp, void *avp)
 {
 	struct rdma_ah_attr attr = qp->attr.ah_attr;
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_av *av = avp;
+	struct remu_dst_key key = {};
+	int err;
 
 	attr.grh.sgid_attr = qp->ib_qp.av_sgid_attr;
-	return remu_av_from_attr(qp->rdev, &attr, qp->ib_qp.qp_num,
-				 qp->attr.dest_qp_num, avp);
+	err = remu_av_from_attr(qp->rdev, &attr, qp->ib_qp.qp_num,
+				qp->attr.dest_qp_num, av);
+	if (err)
+		return err;
+	key.family = av->family;
+	key.tclass = av->tclass;
+	key.flow_label = av->flow_label;
+	key.saddr = av->saddr;
+	key.daddr = av->daddr;
+	if (memcmp(&key, &e->dst_key, sizeof(key))) {
+		dst_cache_reset_now(&e->dst_cache);
+		e->dst_key = key;
+	}
+	av->dcache = &e->dst_cache;
+	return 0;
 }
 
 /* the per-QP work: completer/responder on received packets, requester */
