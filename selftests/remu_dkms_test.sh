@@ -24,12 +24,7 @@ pkgver=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' "$repo/dkms.conf")
 ovl=$(mktemp -d /tmp/remu-dkms.XXXXXX)
 REMU_OVL=$ovl
 # another kernel with headers: what a kernel update would install
-other=""
-for d in /lib/modules/*/build; do
-	k=${d#/lib/modules/}
-	k=${k%/build}
-	[ "$k" != "$ver" ] && [ -f "$d/Makefile" ] && other=$k
-done
+other=$(remu_other_kernel "$ver")
 
 cleanup() {
 	remu_overlays_down
@@ -64,21 +59,6 @@ autoload() {
 }
 ktap_check "dkms: rdma link add loads the DKMS-built module by itself" autoload
 
-kernel_update() {
-	# what installing a kernel package runs: DKMS's postinst hook
-	/etc/kernel/postinst.d/dkms "$other" >"$ovl/hook.log" 2>&1 ||
-		{ tail -n 20 "$ovl/hook.log"; return 1; }
-	dkms status "remu/$pkgver" -k "$other" | grep -q installed || return 1
-	ls "/lib/modules/$other/updates/dkms/"remu.ko* >/dev/null
-}
-# REMU_KERNEL_UPDATE=0 leaves this step out (a second module build in the
-# guest: about 12 minutes under TCG)
-if [ "${REMU_KERNEL_UPDATE:-1}" = 0 ]; then
-	ktap_skip "dkms: a kernel update rebuilds remu" "REMU_KERNEL_UPDATE=0"
-elif [ -n "$other" ]; then
-	ktap_check "dkms: a kernel update ($other) rebuilds remu by DKMS's hook" kernel_update
-else
-	ktap_skip "dkms: a kernel update rebuilds remu" "no other kernel with headers installed"
-fi
+remu_dkms_update_step dkms "$ovl" "$pkgver" "$other"
 
 ktap_finished

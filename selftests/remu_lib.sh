@@ -238,3 +238,42 @@ remu_pingpong() {
 	rm -f "$sout" "$cout"
 	return 1
 }
+
+# remu_other_kernel VER: another installed kernel with headers than VER
+# (what a kernel update would bring), or nothing
+remu_other_kernel() {
+	local d k other=""
+
+	for d in /lib/modules/*/build; do
+		k=${d#/lib/modules/}
+		k=${k%/build}
+		[ "$k" != "$1" ] && [ -f "$d/Makefile" ] && other=$k
+	done
+	echo "$other"
+}
+
+# remu_dkms_hook OVL PKGVER KVER: what installing kernel KVER's package
+# runs, DKMS's postinst hook: remu/PKGVER built and installed for KVER
+# (the hook's log in OVL/hook.log)
+remu_dkms_hook() {
+	/etc/kernel/postinst.d/dkms "$3" >"$1/hook.log" 2>&1 ||
+		{ tail -n 20 "$1/hook.log"; return 1; }
+	dkms status "remu/$2" -k "$3" | grep -q installed || return 1
+	ls "/lib/modules/$3/updates/dkms/"remu.ko* >/dev/null
+}
+
+# remu_dkms_update_step WHAT OVL PKGVER KVER: the KTAP step "WHAT: a
+# kernel update rebuilds remu" (remu_dkms_hook for KVER); skipped without
+# another kernel (KVER empty) or with REMU_KERNEL_UPDATE=0 (a second
+# module build in the guest: about 12 minutes under TCG)
+remu_dkms_update_step() {
+	if [ "${REMU_KERNEL_UPDATE:-1}" = 0 ]; then
+		ktap_skip "$1: a kernel update rebuilds remu" "REMU_KERNEL_UPDATE=0"
+	elif [ -n "$4" ]; then
+		ktap_check "$1: a kernel update ($4) rebuilds remu by DKMS's hook" \
+			remu_dkms_hook "$2" "$3" "$4"
+	else
+		ktap_skip "$1: a kernel update rebuilds remu" \
+			"no other kernel with headers installed"
+	fi
+}
