@@ -87,14 +87,7 @@ install_debs() {
 }
 ktap_check "deb: dpkg -i installs both packages, DKMS builds remu for $ver" install_debs
 
-autoload() {
-	grep -q '^remu ' /proc/modules && { echo "# remu still loaded"; return 1; }
-	rdma link add remu0 type remu netdev v0 || return 1
-	grep -q '^remu ' /proc/modules || return 1
-	modinfo -F vermagic "$(modinfo -n remu)" | grep -q "^$ver " || return 1
-	ip netns exec peer rdma link add remu1 type remu netdev v1
-}
-ktap_check "deb: rdma link add loads the DKMS-built module by itself" autoload
+ktap_check "deb: rdma link add loads the DKMS-built module by itself" remu_link_autoload "$ver"
 
 devinfo() {
 	local out=$ovl/devinfo

@@ -50,14 +50,7 @@ dkms_install() {
 }
 ktap_check "dkms: make dkms-install builds and installs remu for $ver" dkms_install
 
-autoload() {
-	grep -q '^remu ' /proc/modules && { echo "remu still loaded"; return 1; }
-	rdma link add remu0 type remu netdev v0 || return 1
-	grep -q '^remu ' /proc/modules || return 1
-	modinfo -F vermagic "$(modinfo -n remu)" | grep -q "^$ver " || return 1
-	ip netns exec peer rdma link add remu1 type remu netdev v1
-}
-ktap_check "dkms: rdma link add loads the DKMS-built module by itself" autoload
+ktap_check "dkms: rdma link add loads the DKMS-built module by itself" remu_link_autoload "$ver"
 
 remu_dkms_update_step dkms "$ovl" "$pkgver" "$other"
 

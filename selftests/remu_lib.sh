@@ -277,3 +277,14 @@ remu_dkms_update_step() {
 			"no other kernel with headers installed"
 	fi
 }
+
+# remu_link_autoload VER: remu not loaded, `rdma link add` of remu0 (on
+# v0) loads it by itself, the module loaded is built for kernel VER, and
+# remu1 goes on v1 in namespace peer (the install, DKMS and package tests)
+remu_link_autoload() {
+	grep -q '^remu ' /proc/modules && { echo "remu still loaded"; return 1; }
+	rdma link add remu0 type remu netdev v0 || return 1
+	grep -q '^remu ' /proc/modules || return 1
+	modinfo -F vermagic "$(modinfo -n remu)" | grep -q "^$1 " || return 1
+	ip netns exec peer rdma link add remu1 type remu netdev v1
+}
