@@ -68,31 +68,6 @@
 #define THIRD_A		"10.77.0.8"	/* on v1 (peer), towards remu0 */
 #define THIRD_B		"10.77.0.9"	/* on v0 (init), towards remu1 */
 
-/* ---- deterministic randomness ---------------------------------------- */
-
-static uint64_t rnd_state;
-
-static uint64_t rnd(void)
-{
-	uint64_t x = rnd_state;
-
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	rnd_state = x;
-	return x * 0x2545f4914f6cdd1dull;
-}
-
-static uint32_t rnd_n(uint32_t n)
-{
-	return n ? rnd() % n : 0;
-}
-
-static bool chance(unsigned int percent)
-{
-	return rnd_n(100) < percent;
-}
-
 /* ---- memory with canaries --------------------------------------------- */
 
 /*
@@ -370,7 +345,7 @@ static struct ibv_ah *ah_to(struct side *s, struct side *peer)
 static int live_pair(struct side *s, struct side *t, enum ibv_qp_type type)
 {
 	struct ibv_qp *x = qp_make(s, type), *y = qp_make(t, type);
-	uint32_t psn = rnd_n(1 << 24);
+	uint32_t psn = remu_rnd_n(1 << 24);
 	struct fqp *p, *q;
 
 	if (!x || !y || conn_to(x, s, t, y->qp_num, psn, IBV_QPS_RTS) ||
@@ -400,7 +375,7 @@ static int fixed_qps(struct side *s, struct side *t)
 	for (k = 0; k < 2; k++)
 		for (i = 0; i < sizeof(rcuc) / sizeof(rcuc[0]); i++) {
 			struct ibv_qp *qp = qp_make(s, types[k]);
-			uint32_t psn = rnd_n(1 << 24);
+			uint32_t psn = remu_rnd_n(1 << 24);
 
 			if (!qp || conn_to(qp, s, t, GHOST_QPN, psn, rcuc[i]))
 				return -1;
@@ -591,13 +566,13 @@ static uint64_t edge64(void)
 				      0x7fffffffffffffffull,
 				      0xfffffffffffffff8ull, ~0ull };
 
-	return v[rnd_n(sizeof(v) / sizeof(v[0]))] + (chance(30) ? rnd_n(9) - 4 : 0);
+	return v[remu_rnd_n(sizeof(v) / sizeof(v[0]))] + (remu_chance(30) ? remu_rnd_n(9) - 4 : 0);
 }
 
 /* an MR the fuzzer knows on the target's device, or NULL */
 static const struct arena *pick_arena(struct side *s)
 {
-	switch (rnd_n(6)) {
+	switch (remu_rnd_n(6)) {
 	case 0: case 1: case 2:
 		return &s->rw;
 	case 3:
@@ -615,36 +590,36 @@ static void pick_target(struct side *s, uint32_t *rkey, uint64_t *va,
 	const struct arena *a = pick_arena(s);
 	uint64_t lo, hi;
 
-	*len = chance(50) ? rnd_n(3 * MTU_BYTES) :
-	       chance(50) ? (uint32_t)edge64() : rnd_n(1 << 20);
+	*len = remu_chance(50) ? remu_rnd_n(3 * MTU_BYTES) :
+	       remu_chance(50) ? (uint32_t)edge64() : remu_rnd_n(1 << 20);
 	if (!a) {
-		*rkey = chance(50) ? (uint32_t)rnd() :
-			s->rw.mr->rkey + (rnd_n(5) - 2) * (chance(50) ? 1 : 256);
-		*va = chance(50) ? rnd() : (uintptr_t)s->rw.base + rnd_n(1 << 20);
+		*rkey = remu_chance(50) ? (uint32_t)remu_rnd() :
+			s->rw.mr->rkey + (remu_rnd_n(5) - 2) * (remu_chance(50) ? 1 : 256);
+		*va = remu_chance(50) ? remu_rnd() : (uintptr_t)s->rw.base + remu_rnd_n(1 << 20);
 		return;
 	}
 	*rkey = a->mr->rkey;
 	lo = (uintptr_t)a->base + a->lo;
 	hi = (uintptr_t)a->base + a->hi;
-	switch (rnd_n(5)) {
+	switch (remu_rnd_n(5)) {
 	case 0:		/* inside */
-		*va = lo + rnd_n(hi - lo);
-		if (*len > hi - *va && chance(70))
+		*va = lo + remu_rnd_n(hi - lo);
+		if (*len > hi - *va && remu_chance(70))
 			*len = hi - *va;
 		break;
 	case 1:		/* at the end */
-		*va = hi - rnd_n(2 * MTU_BYTES);
+		*va = hi - remu_rnd_n(2 * MTU_BYTES);
 		break;
 	case 2:		/* before the start */
-		*va = lo - rnd_n(64);
+		*va = lo - remu_rnd_n(64);
 		break;
 	case 3:		/* just past the end */
-		*va = hi + rnd_n(64);
+		*va = hi + remu_rnd_n(64);
 		break;
 	default:
 		*va = edge64();
 	}
-	if (atomic && chance(80))
+	if (atomic && remu_chance(80))
 		*va &= ~7ull;
 }
 
@@ -654,7 +629,7 @@ static uint8_t pick_syndrome(void)
 				     0x5f, 0x60, 0x61, 0x62, 0x63, 0x64,
 				     0x7f, 0x80, 0xff };
 
-	return chance(80) ? v[rnd_n(sizeof(v))] : (uint8_t)rnd();
+	return remu_chance(80) ? v[remu_rnd_n(sizeof(v))] : (uint8_t)remu_rnd();
 }
 
 /*
@@ -672,75 +647,75 @@ static enum rf_icrc build(struct fuzz *z, struct remu_fpkt *p, uint8_t opcode,
 	uint64_t va;
 
 	/* around the QP's PSN, or anywhere */
-	if (chance(75))
-		psn += rnd_n(200) - 40;
-	else if (chance(50))
-		psn = rnd_n(1 << 24);
+	if (remu_chance(75))
+		psn += remu_rnd_n(200) - 40;
+	else if (remu_chance(50))
+		psn = remu_rnd_n(1 << 24);
 	else
-		psn += (1 << 23) + rnd_n(3) - 1;
+		psn += (1 << 23) + remu_rnd_n(3) - 1;
 	rf_bth(p, opcode, qpn, psn);
-	if (chance(50))
+	if (remu_chance(50))
 		p->b[8] &= 0x7f;		/* AckReq off */
-	if (chance(10))
-		p->b[1] |= rnd_n(4) << 6;	/* SE, M */
-	if (chance(3))
-		p->b[1] |= 1 + rnd_n(15);	/* TVer */
-	if (chance(3)) {
-		p->b[2] = rnd();
-		p->b[3] = rnd();		/* P_Key */
+	if (remu_chance(10))
+		p->b[1] |= remu_rnd_n(4) << 6;	/* SE, M */
+	if (remu_chance(3))
+		p->b[1] |= 1 + remu_rnd_n(15);	/* TVer */
+	if (remu_chance(3)) {
+		p->b[2] = remu_rnd();
+		p->b[3] = remu_rnd();		/* P_Key */
 	}
-	if (chance(8))
-		p->b[4] = rnd();		/* FECN, BECN, Resv6a */
-	if (chance(8))
-		p->b[8] |= rnd_n(128);		/* Resv7 */
-	if (!lay && chance(50))
+	if (remu_chance(8))
+		p->b[4] = remu_rnd();		/* FECN, BECN, Resv6a */
+	if (remu_chance(8))
+		p->b[8] |= remu_rnd_n(128);		/* Resv7 */
+	if (!lay && remu_chance(50))
 		lay = rf_layout((opcode & 0x1f) | RF_RC);
 	if (lay & RF_H_FETH)
-		rf_be32(p, chance(70) ? rnd_n(4) | rnd_n(2) << 4 : rnd());
+		rf_be32(p, remu_chance(70) ? remu_rnd_n(4) | remu_rnd_n(2) << 4 : remu_rnd());
 	if (lay & RF_H_DETH)
-		rf_deth(p, chance(60) ? (t && t->gsi ? QP1_QKEY : FUZZ_QKEY) :
-			   chance(50) ? QP1_QKEY : (uint32_t)rnd(),
-			rnd_n(1 << 24));
+		rf_deth(p, remu_chance(60) ? (t && t->gsi ? QP1_QKEY : FUZZ_QKEY) :
+			   remu_chance(50) ? QP1_QKEY : (uint32_t)remu_rnd(),
+			remu_rnd_n(1 << 24));
 	if (lay & RF_H_RETH) {
 		pick_target(s, &rkey, &va, &len, false);
 		rf_reth(p, va, rkey, len);
 	}
 	if (lay & RF_H_AETH)
-		rf_aeth(p, pick_syndrome(), rnd_n(1 << 24));
+		rf_aeth(p, pick_syndrome(), remu_rnd_n(1 << 24));
 	if (lay & RF_H_ATMETH) {
 		pick_target(s, &rkey, &va, &len, true);
-		rf_atmeth(p, va, rkey, rnd(), rnd());
+		rf_atmeth(p, va, rkey, remu_rnd(), remu_rnd());
 	}
 	if (lay & RF_H_ATMACK)
-		rf_be64(p, rnd());
+		rf_be64(p, remu_rnd());
 	if (lay & RF_H_IMM)
-		rf_be32(p, rnd());
+		rf_be32(p, remu_rnd());
 	if (lay & RF_H_IETH)
-		rf_be32(p, chance(50) ? s->rw.mr->rkey : (uint32_t)rnd());
-	if ((lay & RF_H_PAYLOAD) || chance(5)) {
-		plen = chance(40) ? rnd_n(64) :
-		       chance(50) ? rnd_n(MTU_BYTES + 1) :
-		       chance(50) ? MTU_BYTES + rnd_n(9) - 4 :
-		       rnd_n(8192);
-		if (plen == 8 || chance(5))
+		rf_be32(p, remu_chance(50) ? s->rw.mr->rkey : (uint32_t)remu_rnd());
+	if ((lay & RF_H_PAYLOAD) || remu_chance(5)) {
+		plen = remu_chance(40) ? remu_rnd_n(64) :
+		       remu_chance(50) ? remu_rnd_n(MTU_BYTES + 1) :
+		       remu_chance(50) ? MTU_BYTES + remu_rnd_n(9) - 4 :
+		       remu_rnd_n(8192);
+		if (plen == 8 || remu_chance(5))
 			plen = 8;		/* ATOMIC_WRITE's size */
 		n = plen < sizeof(data) ? plen : sizeof(data);
 		for (i = 0; i < n; i++)
-			data[i] = rnd();
+			data[i] = remu_rnd();
 		rf_payload(p, data, n);
-		if (chance(10))			/* PadCnt that lies */
-			p->b[1] = (p->b[1] & ~0x30) | rnd_n(4) << 4;
+		if (remu_chance(10))			/* PadCnt that lies */
+			p->b[1] = (p->b[1] & ~0x30) | remu_rnd_n(4) << 4;
 	}
 	/* a few flipped bits anywhere */
-	if (chance(8))
-		for (i = 0, n = 1 + rnd_n(3); i < n; i++)
-			p->b[rnd_n(p->len)] ^= 1 << rnd_n(8);
+	if (remu_chance(8))
+		for (i = 0, n = 1 + remu_rnd_n(3); i < n; i++)
+			p->b[remu_rnd_n(p->len)] ^= 1 << remu_rnd_n(8);
 	/* truncated */
-	if (chance(4)) {
-		p->len = rnd_n(p->len + 1);
+	if (remu_chance(4)) {
+		p->len = remu_rnd_n(p->len + 1);
 		z->opclass[3]++;
 	}
-	return chance(97) ? RF_ICRC_GOOD : chance(60) ? RF_ICRC_BAD :
+	return remu_chance(97) ? RF_ICRC_GOOD : remu_chance(60) ? RF_ICRC_BAD :
 	       RF_ICRC_NONE;
 }
 
@@ -753,53 +728,53 @@ static uint8_t pick_opcode(struct fuzz *z, const struct fqp *t)
 {
 	uint8_t tr;
 
-	if (!t || chance(15)) {
+	if (!t || remu_chance(15)) {
 		z->opclass[2]++;
-		return chance(60) ? RF_RC + rc_ops[rnd_n(sizeof(rc_ops))] :
-		       chance(50) ? RF_UC + rnd_n(12) : (uint8_t)rnd();
+		return remu_chance(60) ? RF_RC + rc_ops[remu_rnd_n(sizeof(rc_ops))] :
+		       remu_chance(50) ? RF_UC + remu_rnd_n(12) : (uint8_t)remu_rnd();
 	}
 	tr = t->type == IBV_QPT_RC ? RF_RC :
 	     t->type == IBV_QPT_UC ? RF_UC : RF_UD;
-	if (chance(10)) {
+	if (remu_chance(10)) {
 		z->opclass[1]++;
-		tr = chance(50) ? RF_UD : tr == RF_RC ? RF_UC : RF_RC;
+		tr = remu_chance(50) ? RF_UD : tr == RF_RC ? RF_UC : RF_RC;
 	} else {
 		z->opclass[0]++;
 	}
 	if (tr == RF_UD)
-		return RF_UD + 4 + rnd_n(2);
+		return RF_UD + 4 + remu_rnd_n(2);
 	if (tr == RF_UC)
-		return RF_UC + rnd_n(12);
-	return RF_RC + rc_ops[rnd_n(sizeof(rc_ops))];
+		return RF_UC + remu_rnd_n(12);
+	return RF_RC + rc_ops[remu_rnd_n(sizeof(rc_ops))];
 }
 
 /* one forged packet */
 static void fuzz_one(struct fuzz *z)
 {
-	struct side *s = &z->s[rnd_n(2)];
+	struct side *s = &z->s[remu_rnd_n(2)];
 	const struct fqp *t = NULL;
 	struct remu_fpkt p;
 	enum rf_icrc how;
-	uint32_t qpn, psn = rnd_n(1 << 24);
+	uint32_t qpn, psn = remu_rnd_n(1 << 24);
 	int f, i;
 
-	switch (rnd_n(20)) {
+	switch (remu_rnd_n(20)) {
 	case 0:
-		qpn = chance(50) ? z->xfer_qpn[s->id] : rnd_n(4);
+		qpn = remu_chance(50) ? z->xfer_qpn[s->id] : remu_rnd_n(4);
 		break;
 	case 1:
-		qpn = chance(50) ? 0xffffff : rnd_n(1 << 24);
+		qpn = remu_chance(50) ? 0xffffff : remu_rnd_n(1 << 24);
 		break;
 	case 2:
-		qpn = s->q[rnd_n(s->nq)].qpn + rnd_n(7) - 3;
+		qpn = s->q[remu_rnd_n(s->nq)].qpn + remu_rnd_n(7) - 3;
 		break;
 	default:
-		t = &s->q[rnd_n(s->nq)];
+		t = &s->q[remu_rnd_n(s->nq)];
 		qpn = t->qpn;
 		psn = t->psn;
 	}
-	f = t && chance(75) ? t->peer_forge :
-	    chance(50) ? s->third_forge : s->peer_forge;
+	f = t && remu_chance(75) ? t->peer_forge :
+	    remu_chance(50) ? s->third_forge : s->peer_forge;
 	/* the validated transfer's QPs only hear from third addresses */
 	for (i = 0; i < 2; i++)
 		if (qpn == z->xfer_qpn[i] && s->id == i)
@@ -816,7 +791,7 @@ static void fuzz_one(struct fuzz *z)
 /* a UD QP of @t in RTS, or none (0) */
 static uint32_t ud_target(struct side *t)
 {
-	int i, k = rnd_n(t->nq);
+	int i, k = remu_rnd_n(t->nq);
 
 	for (i = 0; i < t->nq; i++, k = (k + 1) % t->nq)
 		if (t->q[k].type == IBV_QPT_UD && t->q[k].qp &&
@@ -829,8 +804,8 @@ static void post_some(struct fuzz *z, struct fqp *q)
 {
 	struct side *s = q->s, *t = q->peer ? q->peer->s : NULL;
 	uint64_t lo = (uintptr_t)s->rw.base + s->rw.lo;
-	uint32_t len = rnd_n(3 * MTU_BYTES);
-	struct ibv_sge sge = { lo + rnd_n(s->rw.hi - s->rw.lo - len), len,
+	uint32_t len = remu_rnd_n(3 * MTU_BYTES);
+	struct ibv_sge sge = { lo + remu_rnd_n(s->rw.hi - s->rw.lo - len), len,
 			       s->rw.mr->lkey };
 	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
 				  .send_flags = IBV_SEND_SIGNALED }, *bad;
@@ -848,13 +823,13 @@ static void post_some(struct fuzz *z, struct fqp *q)
 	}
 	if (!t)
 		return;
-	wr.opcode = q->type == IBV_QPT_UC || chance(40) ? IBV_WR_SEND :
-		    chance(50) ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-	if (q->type == IBV_QPT_UC && chance(50))
+	wr.opcode = q->type == IBV_QPT_UC || remu_chance(40) ? IBV_WR_SEND :
+		    remu_chance(50) ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+	if (q->type == IBV_QPT_UC && remu_chance(50))
 		wr.opcode = IBV_WR_RDMA_WRITE;
 	wr.wr.rdma.rkey = t->rw.mr->rkey;
 	wr.wr.rdma.remote_addr = (uintptr_t)t->rw.base + t->rw.lo +
-				 rnd_n(t->rw.hi - t->rw.lo - len);
+				 remu_rnd_n(t->rw.hi - t->rw.lo - len);
 	ibv_post_send(q->qp, &wr, &bad);
 }
 
@@ -883,7 +858,7 @@ static void drain(struct fuzz *z)
 static void reconnect(struct fuzz *z, struct fqp *q)
 {
 	struct fqp *r = q->peer;
-	uint32_t psn = rnd_n(1 << 24);
+	uint32_t psn = remu_rnd_n(1 << 24);
 
 	conn_to(q->qp, q->s, r->s, r->qpn, psn, IBV_QPS_RTS);
 	conn_to(r->qp, r->s, q->s, q->qpn, psn, IBV_QPS_RTS);
@@ -893,24 +868,24 @@ static void reconnect(struct fuzz *z, struct fqp *q)
 
 static void churn(struct fuzz *z)
 {
-	struct side *s = &z->s[rnd_n(2)];
-	struct fqp *q = &s->q[rnd_n(s->nq)];
+	struct side *s = &z->s[remu_rnd_n(2)];
+	struct fqp *q = &s->q[remu_rnd_n(s->nq)];
 	struct ibv_qp_attr a = {};
 	int st;
 
 	if (!q->live)
 		return;
 	st = remu_qp_state(q->qp);
-	if (st == IBV_QPS_ERR || st == IBV_QPS_RESET || chance(10)) {
+	if (st == IBV_QPS_ERR || st == IBV_QPS_RESET || remu_chance(10)) {
 		reconnect(z, q);
 	} else if (st == IBV_QPS_SQD) {
 		a.qp_state = IBV_QPS_RTS;
 		ibv_modify_qp(q->qp, &a, IBV_QP_STATE);
-	} else if (chance(40)) {
+	} else if (remu_chance(40)) {
 		a.qp_state = IBV_QPS_SQD;
 		if (!ibv_modify_qp(q->qp, &a, IBV_QP_STATE))
 			z->sqd++;
-	} else if (chance(20)) {
+	} else if (remu_chance(20)) {
 		a.qp_state = IBV_QPS_ERR;
 		if (!ibv_modify_qp(q->qp, &a, IBV_QP_STATE))
 			z->errs++;
@@ -1103,7 +1078,7 @@ TEST_F_TIMEOUT(pktfuzz, fuzz, 600)
 
 	if (!seed)
 		seed = (uint64_t)time(NULL) * 2654435761u;
-	rnd_state = seed | 1;
+	remu_rnd_seed(seed);
 	printf("# fuzz: seed %llu (REMU_FUZZ_SEED), %ld s (REMU_FUZZ_SECONDS)%s\n",
 	       (unsigned long long)seed, secs, odp ? ", ODP MRs" : "");
 
@@ -1148,8 +1123,8 @@ TEST_F_TIMEOUT(pktfuzz, fuzz, 600)
 		for (k = 0; k < 32; k++, n++)
 			fuzz_one(z);
 		for (k = 0; k < 2; k++) {
-			struct side *s = &z->s[rnd_n(2)];
-			struct fqp *q = &s->q[rnd_n(s->nq)];
+			struct side *s = &z->s[remu_rnd_n(2)];
+			struct fqp *q = &s->q[remu_rnd_n(s->nq)];
 
 			if (q->qp && (q->live || q->type == IBV_QPT_UD))
 				post_some(z, q);

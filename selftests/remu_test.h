@@ -11,6 +11,8 @@
 #define REMU_TEST_H
 
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +96,37 @@ static inline int remu_obj_counts_back(const char *const *types,
 		usleep(50000);
 	}
 	return i;
+}
+
+/*
+ * The fuzzers' randomness: xorshift64*, one state per thread, seeded with
+ * remu_rnd_seed() (a thread that never seeds it draws zeros)
+ */
+static __thread uint64_t remu_rnd_state;
+
+static inline void remu_rnd_seed(uint64_t seed)
+{
+	remu_rnd_state = seed | 1;
+}
+
+static inline uint64_t remu_rnd(void)
+{
+	remu_rnd_state ^= remu_rnd_state >> 12;
+	remu_rnd_state ^= remu_rnd_state << 25;
+	remu_rnd_state ^= remu_rnd_state >> 27;
+	return remu_rnd_state * 0x2545f4914f6cdd1dull;
+}
+
+/* a number below @n (0 for 0) */
+static inline uint32_t remu_rnd_n(uint32_t n)
+{
+	return n ? remu_rnd() % n : 0;
+}
+
+/* true @pct times in 100 */
+static inline bool remu_chance(unsigned int pct)
+{
+	return remu_rnd_n(100) < pct;
 }
 
 /* the number in environment variable @name (0x... allowed), or @def */

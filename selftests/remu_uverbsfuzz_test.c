@@ -86,28 +86,6 @@ struct stats {
 
 static struct stats *st;
 
-/* ---- per-thread randomness -------------------------------------------- */
-
-static __thread uint64_t rs;
-
-static uint64_t rnd(void)
-{
-	rs ^= rs >> 12;
-	rs ^= rs << 25;
-	rs ^= rs >> 27;
-	return rs * 0x2545f4914f6cdd1dull;
-}
-
-static uint32_t rnd_n(uint32_t n)
-{
-	return n ? rnd() % n : 0;
-}
-
-static bool chance(unsigned int pct)
-{
-	return rnd_n(100) < pct;
-}
-
 /* ---- what the child knows --------------------------------------------- */
 
 struct world {
@@ -239,44 +217,44 @@ static uint32_t a_handle(void)
 {
 	int n = atomic_load(&w.nhandles);
 
-	return n ? w.handles[rnd_n(n < NHANDLES ? n : NHANDLES)] : 0;
+	return n ? w.handles[remu_rnd_n(n < NHANDLES ? n : NHANDLES)] : 0;
 }
 
 /* a 32-bit word for a command field */
 static uint32_t word(void)
 {
-	switch (rnd_n(10)) {
+	switch (remu_rnd_n(10)) {
 	case 0: case 1: case 2: case 3:
 		return a_handle();
 	case 4: case 5:
-		return rnd_n(17);
+		return remu_rnd_n(17);
 	case 6:
 		return 0;
 	case 7:
-		return ~0u - rnd_n(3);
+		return ~0u - remu_rnd_n(3);
 	case 8:
-		return 1u << rnd_n(32);
+		return 1u << remu_rnd_n(32);
 	default:
-		return rnd();
+		return remu_rnd();
 	}
 }
 
 /* a user pointer for a command: good, NULL, read-only, kernel, wild */
 static uint64_t uptr(size_t need)
 {
-	switch (rnd_n(12)) {
+	switch (remu_rnd_n(12)) {
 	case 0:
 		return 0;
 	case 1:
 		return (uintptr_t)w.ro;
 	case 2:
-		return 0xffffffff81000000ull + rnd_n(PAGE);
+		return 0xffffffff81000000ull + remu_rnd_n(PAGE);
 	case 3:
-		return rnd();
+		return remu_rnd();
 	case 4:		/* the last bytes of the buffer: runs past it */
-		return (uintptr_t)w.buf + (4 << 20) - rnd_n(need + 1);
+		return (uintptr_t)w.buf + (4 << 20) - remu_rnd_n(need + 1);
 	default:
-		return (uintptr_t)w.buf + rnd_n((4 << 20) - need - 64);
+		return (uintptr_t)w.buf + remu_rnd_n((4 << 20) - need - 64);
 	}
 }
 
@@ -473,7 +451,7 @@ static void learn(const struct wcmd *c, const uint8_t *resp, size_t len)
 static void raw_write(int fd)
 {
 	static __thread uint8_t cmd[4096], resp[4096];
-	const struct wcmd *c = &wcmds[rnd_n(sizeof(wcmds) / sizeof(wcmds[0]))];
+	const struct wcmd *c = &wcmds[remu_rnd_n(sizeof(wcmds) / sizeof(wcmds[0]))];
 	struct ib_uverbs_cmd_hdr *h = (void *)cmd;
 	struct ib_uverbs_ex_cmd_hdr *xh = (void *)(cmd + sizeof(*h));
 	size_t body, pre, len, i, outlen;
@@ -483,8 +461,8 @@ static void raw_write(int fd)
 
 	pre = sizeof(*h) + (c->ex ? sizeof(*xh) : 0);
 	body = c->req + c->drv_in;
-	if (chance(15))
-		body = chance(50) ? rnd_n(body + 1) : body + rnd_n(64);
+	if (remu_chance(15))
+		body = remu_chance(50) ? remu_rnd_n(body + 1) : body + remu_rnd_n(64);
 	if (c->ex)
 		body = (body + 7) & ~7ul;
 	else
@@ -497,34 +475,34 @@ static void raw_write(int fd)
 		*(uint32_t *)(p + i) = word();
 	/* 64-bit fields: addresses of memory now and then */
 	for (i = 8; i + 8 <= body; i += 8)
-		if (chance(15))
+		if (remu_chance(15))
 			*(uint64_t *)(p + i) = uptr(PAGE);
 	/* remu's create_cq driver words: flags and the reserved field */
 	if (c->cmd == IB_USER_VERBS_CMD_CREATE_CQ && !c->ex &&
 	    body >= c->req + 8) {
-		*(uint32_t *)(p + c->req) = chance(60) ? rnd_n(4) : word();
-		*(uint32_t *)(p + c->req + 4) = chance(80) ? 0 : word();
+		*(uint32_t *)(p + c->req) = remu_chance(60) ? remu_rnd_n(4) : word();
+		*(uint32_t *)(p + c->req + 4) = remu_chance(80) ? 0 : word();
 	}
 	outlen = c->resp + c->drv_out;
-	if (chance(15))
-		outlen = chance(50) ? rnd_n(outlen + 1) : outlen + rnd_n(256);
+	if (remu_chance(15))
+		outlen = remu_chance(50) ? remu_rnd_n(outlen + 1) : outlen + remu_rnd_n(256);
 	if (outlen > sizeof(resp))
 		outlen = sizeof(resp);
 	memset(resp, 0, outlen);
 	h->command = c->cmd | (c->ex ? IB_USER_VERBS_CMD_FLAG_EXTENDED : 0);
-	if (chance(2))
-		h->command = rnd_n(64) | (chance(50) ?
+	if (remu_chance(2))
+		h->command = remu_rnd_n(64) | (remu_chance(50) ?
 					  IB_USER_VERBS_CMD_FLAG_EXTENDED : 0);
 	if (c->ex) {
 		h->in_words = body / 8;
 		h->out_words = (outlen + 7) / 8;
-		xh->response = chance(85) ? (uintptr_t)resp : uptr(outlen);
+		xh->response = remu_chance(85) ? (uintptr_t)resp : uptr(outlen);
 		xh->provider_in_words = 0;
 		xh->provider_out_words = 0;
-		xh->cmd_hdr_reserved = chance(90) ? 0 : rnd();
-		if (chance(10)) {
-			xh->provider_in_words = rnd_n(4);
-			xh->provider_out_words = rnd_n(4);
+		xh->cmd_hdr_reserved = remu_chance(90) ? 0 : remu_rnd();
+		if (remu_chance(10)) {
+			xh->provider_in_words = remu_rnd_n(4);
+			xh->provider_out_words = remu_rnd_n(4);
 		}
 		/* the in_words of an ex command exclude the ex header */
 		len = sizeof(*h) + sizeof(*xh) +
@@ -535,12 +513,12 @@ static void raw_write(int fd)
 		h->in_words = len / 4;
 		h->out_words = outlen / 4;
 		if (c->resp && body >= 8)
-			*(uint64_t *)p = chance(85) ? (uintptr_t)resp :
+			*(uint64_t *)p = remu_chance(85) ? (uintptr_t)resp :
 					 uptr(outlen);
 	}
-	if (chance(5)) {
-		h->in_words = rnd();
-		h->out_words = rnd();
+	if (remu_chance(5)) {
+		h->in_words = remu_rnd();
+		h->out_words = remu_rnd();
 	}
 	destroys = write_destroys(h->command);
 	if (destroys) {
@@ -561,7 +539,7 @@ static void raw_write(int fd)
 
 static int fds_for_attr(void)
 {
-	switch (rnd_n(5)) {
+	switch (remu_rnd_n(5)) {
 	case 0:
 		return w.ch ? w.ch->fd : -1;
 	case 1:
@@ -571,7 +549,7 @@ static int fds_for_attr(void)
 	case 3:
 		return 0;
 	}
-	return rnd_n(64) - 1;
+	return remu_rnd_n(64) - 1;
 }
 
 static void raw_ioctl(int fd)
@@ -580,38 +558,38 @@ static void raw_ioctl(int fd)
 				      16 * sizeof(struct ib_uverbs_attr)) / 8];
 	static __thread uint8_t bufs[16][256];
 	struct ib_uverbs_ioctl_hdr *h = (void *)raw;
-	unsigned int i, n = rnd_n(9), j;
+	unsigned int i, n = remu_rnd_n(9), j;
 	bool destroys;
 	long ret;
 
 	memset(raw, 0, sizeof(raw));
-	h->object_id = chance(90) ? rnd_n(UVERBS_OBJECT_ASYNC_EVENT + 1) :
-		       (chance(50) ? rnd_n(0x10) | UVERBS_ID_NS_SHIFT << 0 |
-		        1 << UVERBS_ID_NS_SHIFT : rnd());
-	h->method_id = chance(90) ? rnd_n(10) : rnd();
+	h->object_id = remu_chance(90) ? remu_rnd_n(UVERBS_OBJECT_ASYNC_EVENT + 1) :
+		       (remu_chance(50) ? remu_rnd_n(0x10) | UVERBS_ID_NS_SHIFT << 0 |
+		        1 << UVERBS_ID_NS_SHIFT : remu_rnd());
+	h->method_id = remu_chance(90) ? remu_rnd_n(10) : remu_rnd();
 	h->num_attrs = n;
 	h->length = sizeof(*h) + n * sizeof(struct ib_uverbs_attr);
-	if (chance(3))
-		h->length = rnd_n(sizeof(raw));
-	h->driver_id = chance(95) ? RDMA_DRIVER_UNKNOWN : rnd();
-	h->reserved1 = chance(95) ? 0 : rnd();
-	h->reserved2 = chance(95) ? 0 : rnd();
+	if (remu_chance(3))
+		h->length = remu_rnd_n(sizeof(raw));
+	h->driver_id = remu_chance(95) ? RDMA_DRIVER_UNKNOWN : remu_rnd();
+	h->reserved1 = remu_chance(95) ? 0 : remu_rnd();
+	h->reserved2 = remu_chance(95) ? 0 : remu_rnd();
 	for (i = 0; i < n; i++) {
 		struct ib_uverbs_attr *a = &h->attrs[i];
 
-		a->attr_id = chance(70) ? rnd_n(14) :
-			     chance(50) ? UVERBS_ATTR_UHW_IN + rnd_n(2) :
-			     chance(50) ? REMU_ATTR_ALLOC_DM_RESP : rnd();
-		a->flags = chance(70) ? (chance(50) ? UVERBS_ATTR_F_MANDATORY
-						     : 0) : rnd_n(8);
-		a->attr_data.reserved = chance(95) ? 0 : rnd();
-		switch (rnd_n(5)) {
+		a->attr_id = remu_chance(70) ? remu_rnd_n(14) :
+			     remu_chance(50) ? UVERBS_ATTR_UHW_IN + remu_rnd_n(2) :
+			     remu_chance(50) ? REMU_ATTR_ALLOC_DM_RESP : remu_rnd();
+		a->flags = remu_chance(70) ? (remu_chance(50) ? UVERBS_ATTR_F_MANDATORY
+						     : 0) : remu_rnd_n(8);
+		a->attr_data.reserved = remu_chance(95) ? 0 : remu_rnd();
+		switch (remu_rnd_n(5)) {
 		case 0:		/* inline value */
-			a->len = rnd_n(9);
-			a->data = chance(50) ? word() : rnd();
+			a->len = remu_rnd_n(9);
+			a->data = remu_chance(50) ? word() : remu_rnd();
 			break;
 		case 1:		/* a handle */
-			a->len = chance(70) ? 0 : rnd_n(9);
+			a->len = remu_chance(70) ? 0 : remu_rnd_n(9);
 			a->data = a_handle();
 			break;
 		case 2:		/* an fd */
@@ -619,11 +597,11 @@ static void raw_ioctl(int fd)
 			a->data_s64 = fds_for_attr();
 			break;
 		default:	/* a buffer of words, handles among them */
-			a->len = chance(80) ? 4 * (1 + rnd_n(32)) :
-				 rnd_n(0x10000);
+			a->len = remu_chance(80) ? 4 * (1 + remu_rnd_n(32)) :
+				 remu_rnd_n(0x10000);
 			for (j = 0; j < sizeof(bufs[i]) / 4; j++)
 				((uint32_t *)bufs[i])[j] = word();
-			a->data = chance(85) ? (uintptr_t)bufs[i] :
+			a->data = remu_chance(85) ? (uintptr_t)bufs[i] :
 				  uptr(a->len);
 			break;
 		}
@@ -653,16 +631,16 @@ static void raw_ioctl(int fd)
 static void fuzz_mmap(int fd)
 {
 	int n = atomic_load(&w.nmaps);
-	uint64_t off = n && chance(70) ? w.map_off[rnd_n(n < NMAPS ? n : NMAPS)]
-				       : (uint64_t)rnd_n(256) * PAGE;
-	size_t len = PAGE * (chance(70) ? 1 + rnd_n(4) : rnd_n(1 << 12));
-	int prot = chance(80) ? PROT_READ | PROT_WRITE : (int)rnd_n(8);
-	int flags = chance(85) ? MAP_SHARED : MAP_PRIVATE;
+	uint64_t off = n && remu_chance(70) ? w.map_off[remu_rnd_n(n < NMAPS ? n : NMAPS)]
+				       : (uint64_t)remu_rnd_n(256) * PAGE;
+	size_t len = PAGE * (remu_chance(70) ? 1 + remu_rnd_n(4) : remu_rnd_n(1 << 12));
+	int prot = remu_chance(80) ? PROT_READ | PROT_WRITE : (int)remu_rnd_n(8);
+	int flags = remu_chance(85) ? MAP_SHARED : MAP_PRIVATE;
 	size_t nlen;
 	void *p, *q;
 
-	if (chance(5))
-		off += rnd_n(PAGE);
+	if (remu_chance(5))
+		off += remu_rnd_n(PAGE);
 	pthread_mutex_lock(&w.maplock);
 	p = mmap(NULL, len, prot, flags, fd, off);
 	atomic_fetch_add(&st->mmaps, 1);
@@ -671,14 +649,14 @@ static void fuzz_mmap(int fd)
 		pthread_mutex_unlock(&w.maplock);
 		return;
 	}
-	if (prot & PROT_WRITE && chance(50))
-		memset(p, rnd(), rnd_n(len));
-	switch (rnd_n(5)) {
+	if (prot & PROT_WRITE && remu_chance(50))
+		memset(p, remu_rnd(), remu_rnd_n(len));
+	switch (remu_rnd_n(5)) {
 	case 0:
-		account(K_MMAP, mprotect(p, len, rnd_n(8)), 0);
+		account(K_MMAP, mprotect(p, len, remu_rnd_n(8)), 0);
 		break;
 	case 1:		/* move or grow it: refused, or done */
-		nlen = len + (chance(50) ? PAGE : 0);
+		nlen = len + (remu_chance(50) ? PAGE : 0);
 		q = mremap(p, len, nlen, MREMAP_MAYMOVE);
 		account(K_MMAP, q == MAP_FAILED ? -1 : 0, 0);
 		if (q != MAP_FAILED)	/* only what is ours: not a page more */
@@ -692,7 +670,7 @@ static void fuzz_mmap(int fd)
 			account(K_MMAP, munmap((uint8_t *)p + PAGE, PAGE), 0);
 		break;
 	case 3:
-		account(K_MMAP, madvise(p, len, chance(50) ? MADV_DONTNEED :
+		account(K_MMAP, madvise(p, len, remu_chance(50) ? MADV_DONTNEED :
 						MADV_DONTFORK), 0);
 		break;
 	}
@@ -720,14 +698,14 @@ static void garbage(int fd)
 	while (fgets(line, sizeof(line), f)) {
 		if (!strstr(line, "/dev/infiniband/uverbs") ||
 		    sscanf(line, "%lx-%lx", &lo, &hi) != 2 ||
-		    !strstr(line, "rw") || chance(50))
+		    !strstr(line, "rw") || remu_chance(50))
 			continue;
-		for (i = 0, k = rnd_n(64); i < k; i++) {
-			unsigned long at = lo + rnd_n(hi - lo - 8);
+		for (i = 0, k = remu_rnd_n(64); i < k; i++) {
+			unsigned long at = lo + remu_rnd_n(hi - lo - 8);
 
 			at &= ~3ul;
-			if (chance(30))
-				at = lo + (chance(50) ? 0 : 64) + 4 * rnd_n(16);
+			if (remu_chance(30))
+				at = lo + (remu_chance(50) ? 0 : 64) + 4 * remu_rnd_n(16);
 			*(volatile uint32_t *)at = word();
 		}
 	}
@@ -775,21 +753,21 @@ static bool cq_crossed(struct ibv_cq *cq)
 static void verbs_cq(void)
 {
 	struct ibv_cq_init_attr_ex ca = {
-		.cqe = chance(80) ? 1 + rnd_n(512) : word(),
-		.wc_flags = chance(70) ? rnd_n(1 << 12) : rnd(),
-		.comp_mask = chance(80) ? rnd_n(4) : word(),
-		.flags = chance(80) ? rnd_n(4) : word(),
-		.channel = chance(30) ? w.ch : NULL,
-		.comp_vector = chance(90) ? 0 : word(),
+		.cqe = remu_chance(80) ? 1 + remu_rnd_n(512) : word(),
+		.wc_flags = remu_chance(70) ? remu_rnd_n(1 << 12) : remu_rnd(),
+		.comp_mask = remu_chance(80) ? remu_rnd_n(4) : word(),
+		.flags = remu_chance(80) ? remu_rnd_n(4) : word(),
+		.channel = remu_chance(30) ? w.ch : NULL,
+		.comp_vector = remu_chance(90) ? 0 : word(),
 	};
 	struct ibv_cq_ex *cx;
-	int i = rnd_n(16);
+	int i = remu_rnd_n(16);
 
 	pthread_mutex_lock(&w.lock);
 	if (w.cq[i]) {
-		if (chance(50) || cq_crossed(w.cq[i])) {
-			account(K_VERBS, ibv_resize_cq(w.cq[i], chance(80) ?
-						       1 + rnd_n(4096) : word()), 0);
+		if (remu_chance(50) || cq_crossed(w.cq[i])) {
+			account(K_VERBS, ibv_resize_cq(w.cq[i], remu_chance(80) ?
+						       1 + remu_rnd_n(4096) : word()), 0);
 		} else {
 			uint32_t h = w.cq[i]->handle;
 
@@ -801,7 +779,7 @@ static void verbs_cq(void)
 		pthread_mutex_unlock(&w.lock);
 		return;
 	}
-	cx = ibv_create_cq_ex(w.ctx[rnd_n(2)], &ca);
+	cx = ibv_create_cq_ex(w.ctx[remu_rnd_n(2)], &ca);
 	account(K_VERBS, cx ? 0 : -1, 0);
 	if (cx) {
 		w.cq[i] = ibv_cq_ex_to_cq(cx);
@@ -815,7 +793,7 @@ static struct ibv_cq *a_cq(int dev)
 	int i;
 
 	for (i = 0; i < 16; i++) {
-		struct ibv_cq *cq = w.cq[(i + rnd_n(16)) % 16];
+		struct ibv_cq *cq = w.cq[(i + remu_rnd_n(16)) % 16];
 
 		if (cq && cq->context == w.ctx[dev])
 			return cq;
@@ -828,22 +806,22 @@ static void verbs_qp(void)
 	static const enum ibv_qp_type types[] = { IBV_QPT_RC, IBV_QPT_UC,
 		IBV_QPT_UD, IBV_QPT_RAW_PACKET, IBV_QPT_XRC_SEND,
 		IBV_QPT_DRIVER };
-	int i = rnd_n(16), dev = rnd_n(2);
+	int i = remu_rnd_n(16), dev = remu_rnd_n(2);
 	struct ibv_qp_init_attr_ex qa = {
-		.qp_type = chance(85) ? types[rnd_n(3)] : types[rnd_n(6)],
+		.qp_type = remu_chance(85) ? types[remu_rnd_n(3)] : types[remu_rnd_n(6)],
 		.cap = {
-			.max_send_wr = chance(80) ? rnd_n(300) : word(),
-			.max_recv_wr = chance(80) ? rnd_n(300) : word(),
-			.max_send_sge = chance(80) ? rnd_n(20) : word(),
-			.max_recv_sge = chance(80) ? rnd_n(20) : word(),
-			.max_inline_data = chance(80) ? rnd_n(300) : word(),
+			.max_send_wr = remu_chance(80) ? remu_rnd_n(300) : word(),
+			.max_recv_wr = remu_chance(80) ? remu_rnd_n(300) : word(),
+			.max_send_sge = remu_chance(80) ? remu_rnd_n(20) : word(),
+			.max_recv_sge = remu_chance(80) ? remu_rnd_n(20) : word(),
+			.max_inline_data = remu_chance(80) ? remu_rnd_n(300) : word(),
 		},
 		.comp_mask = IBV_QP_INIT_ATTR_PD |
-			     (chance(50) ? IBV_QP_INIT_ATTR_SEND_OPS_FLAGS : 0) |
-			     (chance(10) ? rnd_n(1 << 10) : 0),
-		.send_ops_flags = chance(80) ? rnd_n(1 << 11) : rnd(),
-		.create_flags = chance(85) ? 0 : word(),
-		.sq_sig_all = rnd_n(2),
+			     (remu_chance(50) ? IBV_QP_INIT_ATTR_SEND_OPS_FLAGS : 0) |
+			     (remu_chance(10) ? remu_rnd_n(1 << 10) : 0),
+		.send_ops_flags = remu_chance(80) ? remu_rnd_n(1 << 11) : remu_rnd(),
+		.create_flags = remu_chance(85) ? 0 : word(),
+		.sq_sig_all = remu_rnd_n(2),
 	};
 	struct ibv_qp_attr a = {};
 	struct ibv_qp *qp;
@@ -852,37 +830,37 @@ static void verbs_qp(void)
 	if (w.qp[i]) {
 		uint32_t h = w.qp[i]->handle;
 
-		if (chance(70)) {
-			a.qp_state = rnd_n(7);
-			a.cur_qp_state = rnd_n(7);
-			a.path_mtu = rnd_n(7);
+		if (remu_chance(70)) {
+			a.qp_state = remu_rnd_n(7);
+			a.cur_qp_state = remu_rnd_n(7);
+			a.path_mtu = remu_rnd_n(7);
 			a.qkey = word();
 			a.rq_psn = word();
 			a.sq_psn = word();
 			a.dest_qp_num = word();
-			a.qp_access_flags = chance(80) ? rnd_n(1 << 10) : word();
-			a.pkey_index = rnd_n(3);
-			a.port_num = chance(90) ? 1 : rnd_n(4);
-			a.timeout = rnd_n(32);
-			a.retry_cnt = rnd_n(8);
-			a.rnr_retry = rnd_n(8);
-			a.min_rnr_timer = rnd_n(32);
-			a.max_rd_atomic = rnd_n(256);
-			a.max_dest_rd_atomic = rnd_n(256);
-			a.ah_attr.is_global = chance(90);
+			a.qp_access_flags = remu_chance(80) ? remu_rnd_n(1 << 10) : word();
+			a.pkey_index = remu_rnd_n(3);
+			a.port_num = remu_chance(90) ? 1 : remu_rnd_n(4);
+			a.timeout = remu_rnd_n(32);
+			a.retry_cnt = remu_rnd_n(8);
+			a.rnr_retry = remu_rnd_n(8);
+			a.min_rnr_timer = remu_rnd_n(32);
+			a.max_rd_atomic = remu_rnd_n(256);
+			a.max_dest_rd_atomic = remu_rnd_n(256);
+			a.ah_attr.is_global = remu_chance(90);
 			a.ah_attr.port_num = 1;
-			a.ah_attr.grh.dgid = w.gid[rnd_n(2)];
-			if (chance(20))
-				a.ah_attr.grh.dgid.raw[rnd_n(16)] = rnd();
-			a.ah_attr.grh.sgid_index = chance(80) ? w.gidx[dev] :
-						   rnd_n(256);
-			a.ah_attr.grh.hop_limit = rnd();
-			a.sq_draining = rnd_n(2);
-			a.en_sqd_async_notify = rnd_n(2);
+			a.ah_attr.grh.dgid = w.gid[remu_rnd_n(2)];
+			if (remu_chance(20))
+				a.ah_attr.grh.dgid.raw[remu_rnd_n(16)] = remu_rnd();
+			a.ah_attr.grh.sgid_index = remu_chance(80) ? w.gidx[dev] :
+						   remu_rnd_n(256);
+			a.ah_attr.grh.hop_limit = remu_rnd();
+			a.sq_draining = remu_rnd_n(2);
+			a.en_sqd_async_notify = remu_rnd_n(2);
 			account(K_VERBS, ibv_modify_qp(w.qp[i], &a,
-						       chance(80) ? rnd_n(1 << 21) :
+						       remu_chance(80) ? remu_rnd_n(1 << 21) :
 						       word()), 0);
-		} else if (chance(50) && !ibv_destroy_qp(w.qp[i])) {
+		} else if (remu_chance(50) && !ibv_destroy_qp(w.qp[i])) {
 			forget_own(h);
 			w.qp[i] = NULL;
 			w.garbled[i] = false;
@@ -896,10 +874,10 @@ static void verbs_qp(void)
 		return;
 	}
 	qa.pd = w.pd[dev];
-	qa.send_cq = chance(95) ? a_cq(dev) : a_cq(!dev);
-	qa.recv_cq = chance(95) ? a_cq(dev) : a_cq(!dev);
-	if (chance(20) && w.srq[0] && dev == 0)
-		qa.srq = w.srq[rnd_n(4)];
+	qa.send_cq = remu_chance(95) ? a_cq(dev) : a_cq(!dev);
+	qa.recv_cq = remu_chance(95) ? a_cq(dev) : a_cq(!dev);
+	if (remu_chance(20) && w.srq[0] && dev == 0)
+		qa.srq = w.srq[remu_rnd_n(4)];
 	if (!qa.send_cq || !qa.recv_cq) {
 		pthread_mutex_unlock(&w.lock);
 		return;
@@ -910,7 +888,7 @@ static void verbs_qp(void)
 		w.qp[i] = qp;
 		w.crossed[i] = qa.send_cq->context != w.ctx[dev] ||
 			       qa.recv_cq->context != w.ctx[dev];
-		w.garbled[i] = chance(30);	/* its rings are garbage's */
+		w.garbled[i] = remu_chance(30);	/* its rings are garbage's */
 		note_own(qp->handle);
 	}
 	pthread_mutex_unlock(&w.lock);
@@ -918,17 +896,17 @@ static void verbs_qp(void)
 
 static void verbs_mr(void)
 {
-	int i = rnd_n(16), dev = rnd_n(2);
-	unsigned int access = chance(80) ? rnd_n(1 << 10) : word();
-	size_t len = chance(80) ? rnd_n(1 << 20) : (size_t)rnd();
-	uint8_t *addr = chance(85) ? w.buf + rnd_n(3 << 20) : (uint8_t *)uptr(len);
+	int i = remu_rnd_n(16), dev = remu_rnd_n(2);
+	unsigned int access = remu_chance(80) ? remu_rnd_n(1 << 10) : word();
+	size_t len = remu_chance(80) ? remu_rnd_n(1 << 20) : (size_t)remu_rnd();
+	uint8_t *addr = remu_chance(85) ? w.buf + remu_rnd_n(3 << 20) : (uint8_t *)uptr(len);
 	struct ibv_mr *mr;
 
 	pthread_mutex_lock(&w.lock);
 	if (w.mr[i]) {
 		uint32_t h = w.mr[i]->handle;
 
-		switch (rnd_n(3)) {
+		switch (remu_rnd_n(3)) {
 		case 0:
 			if (!ibv_dereg_mr(w.mr[i])) {
 				forget_own(h);
@@ -937,16 +915,16 @@ static void verbs_mr(void)
 			break;
 		case 1:
 			/* IBV_REREG_MR_ERR_* (negative), errno set */
-			account(K_VERBS, ibv_rereg_mr(w.mr[i], rnd_n(16),
-						      w.pd[rnd_n(2)], addr, len,
+			account(K_VERBS, ibv_rereg_mr(w.mr[i], remu_rnd_n(16),
+						      w.pd[remu_rnd_n(2)], addr, len,
 						      access) ? -1 : 0, 0);
 			break;
 		default: {
 			struct ibv_sge sge = { (uintptr_t)addr, (uint32_t)len,
 					       w.mr[i]->lkey };
 
-			account(K_VERBS, ibv_advise_mr(w.pd[dev], rnd_n(3),
-						       rnd_n(4), &sge, 1), 0);
+			account(K_VERBS, ibv_advise_mr(w.pd[dev], remu_rnd_n(3),
+						       remu_rnd_n(4), &sge, 1), 0);
 		}
 		}
 		pthread_mutex_unlock(&w.lock);
@@ -963,16 +941,16 @@ static void verbs_mr(void)
 
 static void verbs_misc(void)
 {
-	int dev = rnd_n(2), i = rnd_n(4), k = rnd_n(8);
+	int dev = remu_rnd_n(2), i = remu_rnd_n(4), k = remu_rnd_n(8);
 	struct ibv_srq_init_attr sa = {
-		.attr = { .max_wr = chance(80) ? rnd_n(600) : word(),
-			  .max_sge = chance(80) ? rnd_n(20) : word(),
-			  .srq_limit = chance(80) ? rnd_n(600) : word() },
+		.attr = { .max_wr = remu_chance(80) ? remu_rnd_n(600) : word(),
+			  .max_sge = remu_chance(80) ? remu_rnd_n(20) : word(),
+			  .srq_limit = remu_chance(80) ? remu_rnd_n(600) : word() },
 	};
 	struct ibv_alloc_dm_attr da = {
-		.length = chance(80) ? rnd_n(300000) : rnd(),
-		.log_align_req = chance(80) ? rnd_n(24) : word(),
-		.comp_mask = chance(90) ? 0 : word(),
+		.length = remu_chance(80) ? remu_rnd_n(300000) : remu_rnd(),
+		.log_align_req = remu_chance(80) ? remu_rnd_n(24) : word(),
+		.comp_mask = remu_chance(90) ? 0 : word(),
 	};
 	struct ibv_ah_attr ah;
 	union ibv_gid g = {};
@@ -981,16 +959,16 @@ static void verbs_misc(void)
 	uint32_t h;
 
 	pthread_mutex_lock(&w.lock);
-	switch (rnd_n(5)) {
+	switch (remu_rnd_n(5)) {
 	case 0:
 		if (w.srq[i]) {
 			struct ibv_srq_attr a = { .max_wr = word(),
 						  .srq_limit = word() };
 
 			h = w.srq[i]->handle;
-			if (chance(50)) {
+			if (remu_chance(50)) {
 				account(K_VERBS, ibv_modify_srq(w.srq[i], &a,
-								rnd_n(4)), 0);
+								remu_rnd_n(4)), 0);
 			} else if (!ibv_destroy_srq(w.srq[i])) {
 				forget_own(h);
 				w.srq[i] = NULL;
@@ -1011,7 +989,7 @@ static void verbs_misc(void)
 			}
 			break;
 		}
-		w.mw[k] = ibv_alloc_mw(w.pd[dev], chance(80) ? 1 + rnd_n(2) :
+		w.mw[k] = ibv_alloc_mw(w.pd[dev], remu_chance(80) ? 1 + remu_rnd_n(2) :
 				       word());
 		account(K_VERBS, w.mw[k] ? 0 : -1, 0);
 		if (w.mw[k])
@@ -1026,12 +1004,12 @@ static void verbs_misc(void)
 			}
 			break;
 		}
-		remu_set_av(&ah, &w.gid[rnd_n(2)], chance(80) ? w.gidx[dev] :
-			    rnd_n(256), rnd());
-		ah.is_global = chance(90);
-		ah.port_num = chance(90) ? 1 : rnd_n(4);
-		if (chance(20))
-			ah.grh.dgid.raw[rnd_n(16)] = rnd();
+		remu_set_av(&ah, &w.gid[remu_rnd_n(2)], remu_chance(80) ? w.gidx[dev] :
+			    remu_rnd_n(256), remu_rnd());
+		ah.is_global = remu_chance(90);
+		ah.port_num = remu_chance(90) ? 1 : remu_rnd_n(4);
+		if (remu_chance(20))
+			ah.grh.dgid.raw[remu_rnd_n(16)] = remu_rnd();
 		w.ah[k] = ibv_create_ah(w.pd[dev], &ah);
 		account(K_VERBS, w.ah[k] ? 0 : -1, 0);
 		if (w.ah[k])
@@ -1039,34 +1017,34 @@ static void verbs_misc(void)
 		break;
 	case 3:
 		/* one of 16 IPv4-mapped groups (239.77.0.x), or any GID */
-		qp = w.qp[rnd_n(16)];
+		qp = w.qp[remu_rnd_n(16)];
 		if (!qp)
 			break;
-		if (chance(85)) {
+		if (remu_chance(85)) {
 			g.raw[10] = g.raw[11] = 0xff;
 			g.raw[12] = 239;
 			g.raw[13] = 77;
-			g.raw[15] = rnd_n(16);
+			g.raw[15] = remu_rnd_n(16);
 		} else {
 			for (k = 0; k < 16; k++)
-				g.raw[k] = rnd();
+				g.raw[k] = remu_rnd();
 		}
-		if (chance(60))
-			account(K_VERBS, ibv_attach_mcast(qp, &g, chance(90) ?
-							  0 : rnd()), 0);
+		if (remu_chance(60))
+			account(K_VERBS, ibv_attach_mcast(qp, &g, remu_chance(90) ?
+							  0 : remu_rnd()), 0);
 		else
-			account(K_VERBS, ibv_detach_mcast(qp, &g, chance(90) ?
-							  0 : rnd()), 0);
+			account(K_VERBS, ibv_detach_mcast(qp, &g, remu_chance(90) ?
+							  0 : remu_rnd()), 0);
 		break;
 	default:
 		if (w.dm[i]) {
-			uint64_t off = chance(80) ? rnd_n(8192) : rnd();
-			size_t n = rnd_n(sizeof(tmp) + 1);
+			uint64_t off = remu_chance(80) ? remu_rnd_n(8192) : remu_rnd();
+			size_t n = remu_rnd_n(sizeof(tmp) + 1);
 
-			if (chance(40))
+			if (remu_chance(40))
 				account(K_VERBS, ibv_memcpy_to_dm(w.dm[i], off,
 								  tmp, n), 0);
-			else if (chance(40))
+			else if (remu_chance(40))
 				account(K_VERBS, ibv_memcpy_from_dm(tmp, w.dm[i],
 								    off, n), 0);
 			else if (!ibv_free_dm(w.dm[i]))
@@ -1108,9 +1086,9 @@ static void fork_user(int fd)
 	}
 	if (!pid) {
 		in_forked_user = true;
-		rs ^= getpid();
+		remu_rnd_state ^= getpid();
 		for (i = 0; i < 50; i++)
-			if (chance(60))
+			if (remu_chance(60))
 				raw_write(fd);
 			else
 				raw_ioctl(fd);
@@ -1129,11 +1107,11 @@ static void *worker(void *arg)
 {
 	uint64_t seed = (uintptr_t)arg;
 
-	rs = seed | 1;
+	remu_rnd_seed(seed);
 	while (!atomic_load(&stop_threads)) {
-		int fd = w.ctx[chance(80) ? 0 : 1]->cmd_fd;
+		int fd = w.ctx[remu_chance(80) ? 0 : 1]->cmd_fd;
 
-		switch (rnd_n(100)) {
+		switch (remu_rnd_n(100)) {
 		case 0 ... 9:
 			verbs_cq();
 			atomic_fetch_add(&st->verbs, 1);
@@ -1222,7 +1200,7 @@ static int round_child(uint64_t seed, double secs)
 	double end;
 	int i, k;
 
-	rs = seed | 1;
+	remu_rnd_seed(seed);
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_mutex_init(&w.maplock, NULL);
 	w.buf = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE,
@@ -1313,21 +1291,21 @@ TEST_F_TIMEOUT(uverbsfuzz, fuzz, 3600)
 
 	if (!seed)
 		seed = (uint64_t)time(NULL) * 2654435761u;
-	rs = seed | 1;
+	remu_rnd_seed(seed);
 	printf("# uverbsfuzz: seed %llu (REMU_FUZZ_SEED), %ld s (REMU_FUZZ_SECONDS)\n",
 	       (unsigned long long)seed, secs);
 	end = start + secs;
 	while (remu_now() < end) {
-		uint64_t rseed = rnd();
-		double rsecs = 0.5 + rnd_n(3000) / 1000.0;
-		bool kill_it = chance(35);
+		uint64_t rseed = remu_rnd();
+		double rsecs = 0.5 + remu_rnd_n(3000) / 1000.0;
+		bool kill_it = remu_chance(35);
 		pid_t pid = fork();
 
 		ASSERT_LE(0, pid);
 		if (!pid)
 			_exit(round_child(rseed, rsecs));
 		if (kill_it) {
-			usleep(rnd_n((unsigned int)(rsecs * 1e6) + 200000));
+			usleep(remu_rnd_n((unsigned int)(rsecs * 1e6) + 200000));
 			kill(pid, SIGKILL);
 		}
 		ASSERT_EQ(pid, waitpid(pid, &status, 0));
