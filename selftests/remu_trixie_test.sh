@@ -101,6 +101,8 @@ if [ "${REMU_IN_VM-}" = 1 ]; then
 			cat "$out"; rm -f "$out" "$err"; return 1
 		fi
 		sed 's/^/# /' "$err"
+		# for the host part's diagnostics
+		cp "$err" "$work/refuse44.log"
 		grep -q "^libremu: built in rdma-core 44\.[0-9]* but loaded by libibverbs 56 " "$err" &&
 			! grep -q "hca_id:" "$out"
 		local rc=$?
@@ -226,7 +228,7 @@ ktap_check "trixie: apt refuses the root's libremu on this host (libibverbs1 44)
 
 # this host's providers, for the VM part's checks across releases
 copy_libs() {
-	rm -f "$lib44" "$lib56"
+	rm -f "$lib44" "$lib56" "$work/refuse44.log"
 	"$repo/scripts/build-provider" >"$work/build-provider.log" 2>&1 ||
 		{ tail -n 20 "$work/build-provider.log"; return 1; }
 	if [[ $(cat "$repo/build/provider/rdma-core-version" 2>/dev/null) == 44.* ]]; then
@@ -254,6 +256,7 @@ vm_part() {
 	sed -n '/^# ---- remu_trixie_test.sh$/,/^# ---- remu_trixie_test.sh:/p' "$log" |
 		sed '1d;$d' | sed 's/^/    /'
 	grep -E '^(not ok|ok) 1 (setup|teardown)|remu_trixie_test.sh: [0-9]+ s' "$log" | sed 's/^/# /'
+	[ -f "$work/refuse44.log" ] && sed 's/^/# libibverbs 56 and the 44 libremu: /' "$work/refuse44.log"
 	[ "$rc" = 0 ] || { tail -n 20 "$log" | sed 's/^/# /'; echo "# scripts/vm: exit $rc"; }
 	return "$rc"
 }
