@@ -18,10 +18,15 @@
 #   namespace's /sys bound in a mount namespace of its own):
 #     - ibv_devinfo -d remu0: trixie's libibverbs 56 loads the packaged
 #       libremu (LD_DEBUG=files);
-#     - ibv_rc_pingpong -c between remu0 and remu1 (namespace peer).
+#     - ibv_rc_pingpong -c between remu0 and remu1 (namespace peer);
+#     - this host's libremu built in rdma-core 44 (build/provider, when
+#       REMU_RDMA_CORE_GIT gave it the 44 tree), bound over the root's:
+#       libibverbs 56 loads it and libremu refuses, saying why;
+#   and, with this host's libibverbs 44, the libremu of this host's 56.1
+#   tree (build/rdma-core) loads (a later tree than the library is fine).
 # Not in run_tests.sh's default list (it starts the VM itself, and builds
 # libremu in the root: about a minute and a half once the root is cached,
-# two more minutes the first time).  Run it on the host, as root:
+# a minute or two more the first time).  Run it on the host, as root:
 #     selftests/remu_trixie_test.sh
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
