@@ -93,6 +93,7 @@ if [ "${REMU_IN_VM-}" = 1 ]; then
 
 	# remu_pingpong's server runs under `ip netns exec peer`, which has
 	# its own mount namespace and the namespace's /sys: in_root binds that
+	# shellcheck disable=SC2034 # read by remu_pingpong (remu_lib.sh)
 	REMU_PINGPONG_PREFIX=("$0" --in-root)
 	ktap_check "trixie: ibv_rc_pingpong -c remu0 -> remu1 with libibverbs 56" \
 		remu_pingpong rc 18910 peer remu1 "" remu0 10.77.0.2
