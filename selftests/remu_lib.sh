@@ -211,19 +211,22 @@ remu_overlays_down() {
 # (200 iterations, GID index 1, under timeout), the server in SERVER_NS
 # ("" for the initial namespace).  Succeeds when both sides exit 0 and
 # neither prints an "invalid data" (-c) or "Couldn't prefetch" line;
-# otherwise prints both outputs as KTAP diagnostics.
+# otherwise prints both outputs as KTAP diagnostics.  The array
+# REMU_PINGPONG_PREFIX, when set, is a command both sides run under
+# (remu_trixie_test.sh: the programs of a Debian 13 root, in a chroot).
 remu_pingpong() {
 	local prog=$1 port=$2 sns=$3 sdev=$4 cns=$5 cdev=$6 addr=$7
 	shift 7
 	local sex=() cex=() sout cout spid rs rc
+	local pre=("${REMU_PINGPONG_PREFIX[@]}")
 	[ -n "$sns" ] && sex=(ip netns exec "$sns")
 	[ -n "$cns" ] && cex=(ip netns exec "$cns")
 	sout=$(mktemp) cout=$(mktemp)
-	"${sex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$sdev" -g 1 -c \
+	"${sex[@]}" timeout 60 "${pre[@]}" "ibv_${prog}_pingpong" -d "$sdev" -g 1 -c \
 		-p "$port" -n 200 "$@" >"$sout" 2>&1 &
 	spid=$!
 	remu_wait_listen "$spid" "$port"
-	"${cex[@]}" timeout 60 "ibv_${prog}_pingpong" -d "$cdev" -g 1 -c \
+	"${cex[@]}" timeout 60 "${pre[@]}" "ibv_${prog}_pingpong" -d "$cdev" -g 1 -c \
 		-p "$port" -n 200 "$@" "$addr" >"$cout" 2>&1
 	rc=$?
 	wait "$spid"

@@ -9,7 +9,12 @@
  * Every verb not in remu_ctx_ops is left to libibverbs, which answers
  * EOPNOTSUPP.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* dladdr() */
+#endif
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,6 +198,65 @@ static void remu_uninit_device(struct verbs_device *vdev)
 }
 
 /*
+ * The release line (44 of "44.0") of the libibverbs that loaded us, read
+ * from its file name (rdma-core installs it as libibverbs.so.1.14.RELEASE),
+ * or 0 when the name says nothing.  *path gets that file's path.
+ */
+static unsigned long remu_verbs_release_line(char *path, size_t size)
+{
+	const char *base, *p;
+	char *real;
+	Dl_info info;
+
+	if (!dladdr((void *)ibv_read_ibdev_sysfs_file, &info) || !info.dli_fname)
+		return 0;
+	real = realpath(info.dli_fname, NULL);
+	if (!real)
+		return 0;
+	snprintf(path, size, "%s", real);
+	free(real);
+	base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	if (strncmp(base, "libibverbs.so.1.", 16))
+		return 0;
+	p = strchr(base + 16, '.');	/* past the library's minor (14) */
+	return p ? strtoul(p + 1, NULL, 10) : 0;
+}
+
+/*
+ * May this libremu run in the libibverbs that loaded it?  The private ABI
+ * (IBVERBS_PRIVATE_34, checked by libibverbs itself) stayed the same from
+ * rdma-core 44 to 56 while the private interface under it changed: 54
+ * gave ibv_cmd_reg_dmabuf_mr() a trailing argument, which a libremu built
+ * in an older tree never passes, and 56's library would read stack
+ * garbage as a command buffer.  A libremu built in a later tree than the
+ * library is fine (CMakeLists.txt's probes, remu_verbs_has_wr_flush()), so
+ * only a library of a later release line than the tree is refused, once
+ * per process with a message saying what to do; remu devices are then
+ * left unclaimed.
+ */
+static bool remu_verbs_release_ok(void)
+{
+	static int ok = -1;
+	unsigned long built = strtoul(REMU_RDMA_CORE_RELEASE, NULL, 10), line;
+	char path[PATH_MAX] = "";
+
+	if (ok >= 0)
+		return ok;
+	line = remu_verbs_release_line(path, sizeof(path));
+	ok = !line || !built || line <= built;
+	if (!ok)
+		fprintf(stderr,
+			"libremu: built in rdma-core " REMU_RDMA_CORE_RELEASE
+			" but loaded by libibverbs %lu (%s), a later release with"
+			" the same private ABI and another private interface:"
+			" remu devices are not used.  Rebuild libremu against this"
+			" libibverbs (make deb, or scripts/build-provider --system,"
+			" on this machine).\n", line, path);
+	return ok;
+}
+
+/*
  * remu is an out-of-tree driver, so it has no rdma_driver_id, and its
  * devices carry whatever name `rdma link add` gave them.  The kernel module
  * instead exposes <ibdev>/hca_type containing REMU_HCA_TYPE, and that is
@@ -208,7 +272,7 @@ static bool remu_match_device(struct verbs_sysfs_dev *sysfs_dev)
 	if (ibv_read_ibdev_sysfs_file(hca_type, sizeof(hca_type), sysfs_dev,
 				      "hca_type") <= 0)
 		return false;
-	return strcmp(hca_type, REMU_HCA_TYPE) == 0;
+	return strcmp(hca_type, REMU_HCA_TYPE) == 0 && remu_verbs_release_ok();
 }
 
 /*
