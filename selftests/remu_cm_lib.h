@@ -35,6 +35,13 @@
 #include "remu_verbs_lib.h"	/* remu_now() */
 
 #define REMU_CM_MSG	64
+/*
+ * The longest one connection of the client may take: the synchronous
+ * calls have no timeout of their own, and a message lost for good would
+ * leave rdma_get_recv_comp() waiting forever (the CM's own retries of a
+ * lost REQ take seconds each).
+ */
+#define REMU_CM_CONN_SECS	30
 
 /*
  * What the client of remu_cm_cycles() measured: @done connections made
@@ -188,9 +195,13 @@ static inline int remu_cm_client(const char *addr, const char *port, long n,
 	memset(st, 0, sizeof(*st));
 	if (rdma_getaddrinfo(addr, port, &hints, &res))
 		return 9;
-	while (st->done < n && !err)
+	while (st->done < n && !err) {
+		/* a connection that hangs kills the client (SIGALRM) */
+		alarm(REMU_CM_CONN_SECS);
 		if (!(err = remu_cm_client_once(res, st->done, st)))
 			st->done++;
+	}
+	alarm(0);
 	st->secs = remu_now() - t0;
 	rdma_freeaddrinfo(res);
 	return err;
@@ -200,19 +211,23 @@ static inline int remu_cm_client(const char *addr, const char *port, long n,
  * remu_cm_cycles - @n connections from a client in the caller's namespace
  * to a server listening on @addr in namespace @ns (NULL: the caller's),
  * each process forked for the run; the client's figures into @st.
- * Return: 0; 1 (fork, pipe); 100 + the client's failed step; or 200 +
- * the server's failed step (with a failed client, the server is killed
- * and only the client's step is returned).
+ * Return: 0; 1 (fork, pipe); 100 + the client's failed step (199: the
+ * client was killed, e.g. by the REMU_CM_CONN_SECS alarm); or 200 + the
+ * server's failed step (with a failed client, the server is killed and
+ * only the client's step is returned).
  */
 static inline int remu_cm_cycles(const char *ns, const char *addr, long n,
 				 struct remu_cm_stats *st)
 {
+	static unsigned int run;
 	int rp[2], sp[2], st_srv, st_cli;
 	pid_t srv, cli;
 	char port[16], c;
 
 	memset(st, 0, sizeof(*st));
-	snprintf(port, sizeof(port), "%d", 20000 + getpid() % 20000);
+	/* a port of its own for every run of the process */
+	snprintf(port, sizeof(port), "%u",
+		 20000 + ((unsigned int)getpid() * 16 + run++) % 20000);
 	if (pipe(rp))
 		return 1;
 	fflush(stdout);
