@@ -42,11 +42,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
-#include <rdma/rdma_cma.h>
-#include <rdma/rdma_verbs.h>
 
 #include "kselftest_harness.h"
 #include "remu_dmabuf_lib.h"
+#include "remu_cm_lib.h"
 
 #define PAGE		4096
 #define ODP_LEN		(128 << 20)
@@ -81,21 +80,6 @@ static int counts_back(const int *base)
 	}								\
 } while (0)
 
-/* enter network namespace @name (/run/netns/@name): 0 or -1 */
-static int enter_netns(const char *name)
-{
-	char path[128];
-	int fd, ret;
-
-	snprintf(path, sizeof(path), "/run/netns/%s", name);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return -1;
-	ret = setns(fd, CLONE_NEWNET);
-	close(fd);
-	return ret;
-}
-
 FIXTURE(storm)
 {
 	int base[NOBJ];
@@ -115,158 +99,21 @@ FIXTURE_TEARDOWN(storm)
 
 /* ---- the RDMA CM ------------------------------------------------------ */
 
-#define CM_MSG		64
-
-static int cm_server(const char *port, long n, int ready)
-{
-	struct rdma_addrinfo hints = { .ai_flags = RAI_PASSIVE,
-				       .ai_port_space = RDMA_PS_TCP }, *res;
-	struct ibv_qp_init_attr attr = {
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-		.sq_sig_all = 1,
-	};
-	char rbuf[CM_MSG], sbuf[CM_MSG], want[CM_MSG];
-	struct rdma_cm_id *listen_id, *id;
-	struct ibv_mr *rmr, *smr;
-	struct ibv_wc wc;
-	long i;
-
-	if (enter_netns("peer") ||
-	    rdma_getaddrinfo("10.77.0.2", port, &hints, &res) ||
-	    rdma_create_ep(&listen_id, res, NULL, &attr) ||
-	    rdma_listen(listen_id, 16))
-		return 1;
-	if (write(ready, "r", 1) != 1)
-		return 1;
-	for (i = 0; i < n; i++) {
-		if (rdma_get_request(listen_id, &id))
-			return 2;
-		rmr = rdma_reg_msgs(id, rbuf, sizeof(rbuf));
-		smr = rdma_reg_msgs(id, sbuf, sizeof(sbuf));
-		if (!rmr || !smr ||
-		    rdma_post_recv(id, NULL, rbuf, sizeof(rbuf), rmr) ||
-		    rdma_accept(id, NULL))
-			return 3;
-		if (rdma_get_recv_comp(id, &wc) != 1 || wc.status)
-			return 4;
-		snprintf(want, sizeof(want), "cycle %ld", i);
-		if (strcmp(rbuf, want))
-			return 5;
-		snprintf(sbuf, sizeof(sbuf), "reply %ld", i);
-		if (rdma_post_send(id, NULL, sbuf, sizeof(sbuf), smr, 0) ||
-		    rdma_get_send_comp(id, &wc) != 1 || wc.status)
-			return 6;
-		rdma_disconnect(id);
-		rdma_dereg_mr(rmr);
-		rdma_dereg_mr(smr);
-		rdma_destroy_ep(id);
-	}
-	rdma_destroy_ep(listen_id);
-	rdma_freeaddrinfo(res);
-	return 0;
-}
-
-/* one client connection, number @i: 0, or the step that failed */
-static int cm_client_once(struct rdma_addrinfo *res, long i)
-{
-	struct ibv_qp_init_attr attr = {
-		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
-			 .max_send_sge = 1, .max_recv_sge = 1 },
-		.sq_sig_all = 1,
-	};
-	char rbuf[CM_MSG], sbuf[CM_MSG], want[CM_MSG];
-	struct ibv_mr *rmr = NULL, *smr = NULL;
-	struct rdma_cm_id *id;
-	struct ibv_wc wc;
-	int ret = 0;
-
-	if (rdma_create_ep(&id, res, NULL, &attr))
-		return 10;
-	rmr = rdma_reg_msgs(id, rbuf, sizeof(rbuf));
-	smr = rdma_reg_msgs(id, sbuf, sizeof(sbuf));
-	memset(rbuf, 0, sizeof(rbuf));
-	snprintf(sbuf, sizeof(sbuf), "cycle %ld", i);
-	snprintf(want, sizeof(want), "reply %ld", i);
-	if (!rmr || !smr ||
-	    rdma_post_recv(id, NULL, rbuf, sizeof(rbuf), rmr))
-		ret = 11;
-	else if (rdma_connect(id, NULL))
-		ret = 12;
-	else if (rdma_post_send(id, NULL, sbuf, sizeof(sbuf), smr, 0) ||
-		 rdma_get_send_comp(id, &wc) != 1 || wc.status)
-		ret = 13;
-	else if (rdma_get_recv_comp(id, &wc) != 1 || wc.status ||
-		 strcmp(rbuf, want))
-		ret = 14;
-	if (ret != 12 && ret != 10 && ret != 11)
-		rdma_disconnect(id);
-	if (rmr)
-		rdma_dereg_mr(rmr);
-	if (smr)
-		rdma_dereg_mr(smr);
-	rdma_destroy_ep(id);
-	return ret;
-}
-
-/*
- * the client of cm_cycles: @n connections, one after the other; exit 0,
- * or 100 + the step of the connection that failed; the rate on stdout
- */
-static int cm_client(const char *port, long n)
-{
-	struct rdma_addrinfo hints = { .ai_port_space = RDMA_PS_TCP }, *res;
-	double t0 = remu_now(), t;
-	int err = 0;
-	long i;
-
-	if (rdma_getaddrinfo("10.77.0.2", port, &hints, &res))
-		return 99;
-	for (i = 0; i < n && !err; i++)
-		err = cm_client_once(res, i);
-	t = remu_now() - t0;
-	rdma_freeaddrinfo(res);
-	if (err)
-		i--;
-	printf("# storm: %ld RDMA CM connections (connect, SEND each way, disconnect, destroy) in %.1f s: %.1f per second\n",
-	       i, t, i / t);
-	if (err)
-		printf("# storm: connection %ld failed at step %d\n", i, err);
-	return err ? 100 + err : 0;
-}
-
 TEST_F_TIMEOUT(storm, cm_cycles, 3600)
 {
 	long n = remu_env_long("REMU_STORM_CM", 10000 / remu_timeout_scale());
-	int p[2], st_srv, st_cli;
-	pid_t srv, cli;
-	char port[16], c;
+	struct remu_cm_stats st;
+	int err;
 
-	/* both ends are processes: librdmacm keeps its contexts open */
-	snprintf(port, sizeof(port), "%d", 20000 + getpid() % 20000);
-	ASSERT_EQ(0, pipe(p));
-	srv = fork();
-	ASSERT_LE(0, srv);
-	if (!srv)
-		_exit(cm_server(port, n, p[1]));
-	close(p[1]);
-	ASSERT_EQ(1, read(p[0], &c, 1));
-	close(p[0]);
-	fflush(stdout);
-	cli = fork();
-	ASSERT_LE(0, cli);
-	if (!cli)
-		_exit(cm_client(port, n));
-	ASSERT_EQ(cli, waitpid(cli, &st_cli, 0));
-	if (!WIFEXITED(st_cli) || WEXITSTATUS(st_cli))
-		kill(srv, SIGKILL);
-	ASSERT_EQ(srv, waitpid(srv, &st_srv, 0));
-	EXPECT_TRUE(WIFEXITED(st_cli));
-	EXPECT_EQ(0, WEXITSTATUS(st_cli));
-	EXPECT_TRUE(WIFEXITED(st_srv));
-	EXPECT_EQ(0, WEXITSTATUS(st_srv)) {
-		TH_LOG("server exit %d", WEXITSTATUS(st_srv));
+	/* the server in namespace peer on remu1, the client here on remu0 */
+	err = remu_cm_cycles("peer", "10.77.0.2", n, &st);
+	printf("# storm: %ld RDMA CM connections (connect, SEND each way, disconnect, destroy) in %.1f s: %.1f per second\n",
+	       st.done, st.secs, st.secs > 0 ? st.done / st.secs : 0);
+	EXPECT_EQ(0, err) {
+		TH_LOG("connection %ld failed: step %d (remu_cm_cycles())",
+		       st.done, err);
 	}
+	EXPECT_EQ(n, st.done);
 	EXPECT_COUNTS_BACK(self->base);
 	EXPECT_EQ(0, remu_pair_check("remu0", "remu1", XFER));
 }
