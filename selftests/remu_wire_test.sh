@@ -15,7 +15,7 @@ repo=$(cd "$here/.." && pwd)
 . "$here/remu_lib.sh"
 py=("python3" "$here/remu_wire.py")
 
-ktap_header 35
+ktap_header 36
 
 # earlier tests may have taken v0/v1 down and up, which drops their IPv6
 # addresses: restore the standard topology (idempotent)
@@ -171,14 +171,14 @@ udp_in() { # NETNS-or-"": UDP InDatagrams there
 	"${ex[@]}" awk '$1 == "Udp:" && $2 ~ /^[0-9]+$/ { print $2 }' /proc/net/snmp
 }
 lb_port=18600
-# loop_case PROG: PROG_pingpong in loopback on remu0, every packet through
-# the loopback path: sent, loopback and received counts all equal
+# loop_case PROG [OPT...]: PROG_pingpong in loopback on remu0, every packet
+# through the loopback path: sent, loopback and received counts all equal
 loop_case() {
 	local s0 l0 r0 u0 s l r u
 	s0=$(hwc remu0 sent_pkts) l0=$(hwc remu0 loopback_pkts)
 	r0=$(hwc remu0 rcvd_pkts) u0=$(udp_in "")
 	lb_port=$((lb_port + 1))
-	remu_pingpong "$1" "$lb_port" "" remu0 "" remu0 10.77.0.1 || return 1
+	remu_pingpong "$1" "$lb_port" "" remu0 "" remu0 10.77.0.1 "${@:2}" || return 1
 	sleep 0.5	# a last ACK may still be on its way
 	s=$(($(hwc remu0 sent_pkts) - s0)) l=$(($(hwc remu0 loopback_pkts) - l0))
 	r=$(($(hwc remu0 rcvd_pkts) - r0)) u=$(($(udp_in "") - u0))
@@ -187,6 +187,14 @@ loop_case() {
 }
 ktap_check "loopback: rc_pingpong on remu0 all through the loopback path" loop_case rc
 ktap_check "loopback: ud_pingpong on remu0 all through the loopback path" loop_case ud
+# the same over IPv6: the RoCE GID fd77::1 (the TCP exchange stays IPv4)
+loop6() {
+	local i
+	i=$(remu_gid_index remu0 fd77:0000:0000:0000:0000:0000:0000:0001) ||
+		{ echo "remu0 has no RoCE v2 GID fd77::1"; return 1; }
+	loop_case rc -g "$i"
+}
+ktap_check "loopback: rc_pingpong on remu0 over IPv6 all through the loopback path" loop6
 # remu0 -> remu1 crosses the veth: the IP stack and peer's UDP socket
 wire_case() {
 	local s0 l0 l10 r0 u0 s l l1 r u
