@@ -18,11 +18,11 @@
  *   every header and the BTH laid out; remu_net_xmit() routes it in the
  *   netdev's namespace (an RC/UC QP's route is kept in the QP's per-CPU
  *   dst_cache, remu_av.dcache, and looked up again only when the route
- *   is no longer valid or the path changed), adds UDP and IPv4/IPv6 headers, stores the ICRC
- *   and hands it to the IP stack; or, for a local address of a remu
- *   device in the same namespace (the same device or another), straight
- *   to that device's receive path (remu_net_loopback(): no IP stack, no
- *   lo, every receive check still made).  A remu device in another
+ *   is no longer valid or the path changed), adds UDP and IPv4/IPv6
+ *   headers, stores the ICRC and hands it to the IP stack; or, for a
+ *   local address of a remu device in the same namespace, straight to
+ *   that device's receive path (remu_net_loopback(): no IP stack, no lo,
+ *   every receive check still made).  A remu device in another
  *   namespace is reached through the IP stack (the veth), and its
  *   packets come back in through the receive path like any packet.
  * - receive: remu_udp_encap_rcv() runs in softirq for each datagram to
@@ -744,12 +744,13 @@ static bool remu_dst_local(const struct dst_entry *dst,
  * that device's receive path here, as lo and the UDP socket would after
  * the IP stack: it meets every receive check (IP header, lengths, ICRC,
  * BTH) and is counted there as received or dropped, then as sent
- * (sent_pkts and loopback_pkts: a count of loopback packets that reached
- * a receive path, for whoever matches sent and received counts).  What is skipped: netfilter, the lo device
- * and its softirq, the UDP socket lookup (so the namespace's UDP MIB does
- * not count these; rdma_rxe's loopback skips the same).  A device in
- * another namespace is reached only through the IP stack (veth), so netem
- * and netfilter on the path between namespaces still see every packet.
+ * (sent_pkts and loopback_pkts: counted once the packet reached the
+ * receive path, for whoever matches sent and received counts).  What is
+ * skipped: netfilter, the lo device and its softirq, the UDP socket
+ * lookup (so the namespace's UDP MIB does not count these; rdma_rxe's
+ * loopback skips the same).  A device in another namespace is reached
+ * only through the IP stack (veth), so netem and netfilter on the path
+ * between namespaces still see every packet.
  *
  * Context: as remu_net_xmit(); the receive path runs here with BH off and
  * under RCU, as in softirq.  It only queues the packet on a QP and queues

@@ -243,6 +243,7 @@ void remu_eng_run(struct remu_qp *qp)
 	set_bit(REMU_ENG_RUNNING, &e->run);
 again:
 	clear_bit(REMU_ENG_AGAIN, &e->run);
+	/* a packet kicked after this is seen below, or by the next round */
 	smp_mb__after_atomic();
 	while (budget > 0 && (skb = skb_dequeue(&e->rxq))) {
 		enum ib_qp_state s = READ_ONCE(qp->state);
@@ -266,6 +267,7 @@ again:
 	if (budget > 0 && test_bit(REMU_ENG_AGAIN, &e->run))
 		goto again;
 	clear_bit(REMU_ENG_RUNNING, &e->run);
+	/* pairs with remu_eng_kick(): RUNNING clear before AGAIN is read */
 	smp_mb__after_atomic();
 	if (test_bit(REMU_ENG_AGAIN, &e->run) || !skb_queue_empty(&e->rxq))
 		queue_work(remu_wq, &qp->send_work);
@@ -285,6 +287,7 @@ void remu_eng_kick(struct remu_qp *qp)
 	/* the packet is on the list before AGAIN says so */
 	smp_mb__before_atomic();
 	set_bit(REMU_ENG_AGAIN, &qp->eng.run);
+	/* pairs with remu_eng_run(): AGAIN set before RUNNING is read */
 	smp_mb__after_atomic();
 	if (!test_bit(REMU_ENG_RUNNING, &qp->eng.run))
 		queue_work(remu_wq, &qp->send_work);
