@@ -32,9 +32,10 @@
  * registered ranges changed (every MR a fuzzed QP can reach sits in a
  * mapping whose bytes before and after the MR, in the MR's own first and
  * last pages too, hold a canary pattern) and the MR with no remote
- * rights is untouched; every datagram that reached remu's UDP port is
- * counted by remu's wire layer (the namespaces' UDP InDatagrams equal
- * rcvd_pkts plus the wire drop counters plus rx_no_device); the object
+ * rights is untouched; every datagram that reached remu's UDP port or
+ * its loopback path is counted by remu's wire layer (the namespaces' UDP
+ * InDatagrams plus both devices' loopback_pkts equal rcvd_pkts plus the
+ * wire drop counters plus rx_no_device); the object
  * counts are back to their baseline; and a fresh connection still moves
  * data byte for byte.  The per-counter figures are printed ("# fuzz:").
  *
@@ -953,6 +954,13 @@ static long long wire_total(const struct counters *c)
 	return sum;
 }
 
+/* packets both devices handed to a local remu device without UDP */
+static long long loopback(const struct counters c[2])
+{
+	return counter_of(&c[0], "loopback_pkts") +
+	       counter_of(&c[1], "loopback_pkts");
+}
+
 /* UDP InDatagrams of the namespace @ns ("" for the caller's) */
 static long long udp_in(const char *ns)
 {
@@ -1070,7 +1078,8 @@ TEST_F_TIMEOUT(pktfuzz, fuzz, 600)
 	long secs = remu_env_long("REMU_FUZZ_SECONDS", 40);
 	uint64_t seed = remu_env_long("REMU_FUZZ_SEED", 0);
 	struct counters c0[2], c1[2];
-	long long udp0, udp1, nodev0, nodev1, total = 0;
+	long long udp0, udp1, nodev0, nodev1, loop0, loop1, total = 0;
+	long long prev = -1;
 	double start, end, next_churn;
 	bool odp = have_odp("remu0");
 	long n = 0, i, k;
@@ -1112,6 +1121,7 @@ TEST_F_TIMEOUT(pktfuzz, fuzz, 600)
 
 	counters_read("remu0", &c0[0]);
 	counters_read("remu1", &c0[1]);
+	loop0 = loopback(c0);
 	udp0 = udp_in("") + udp_in("peer");
 	nodev0 = rx_no_device();
 	ASSERT_EQ(0, pthread_create(&z->x.thread, NULL, xfer_main, &z->x));
@@ -1145,7 +1155,9 @@ TEST_F_TIMEOUT(pktfuzz, fuzz, 600)
 	/*
 	 * Retransmissions and ACKs of the fuzzed QPs may still be on the
 	 * wire: count when no datagram arrived while remu's counters were
-	 * read (UDP counts a datagram after remu's encap_rcv returned)
+	 * read (UDP counts a datagram after remu's encap_rcv returned) and
+	 * no loopback packet since the previous reading (loopback_pkts is
+	 * read with the other counters)
 	 */
 	for (k = 0; k < 50; k++) {
 		long long before = udp_in("") + udp_in("peer");
@@ -1154,8 +1166,10 @@ TEST_F_TIMEOUT(pktfuzz, fuzz, 600)
 		counters_read("remu1", &c1[1]);
 		nodev1 = rx_no_device();
 		udp1 = udp_in("") + udp_in("peer");
-		if (udp1 == before)
+		loop1 = loopback(c1);
+		if (udp1 == before && loop1 == prev)
 			break;
+		prev = loop1;
 		usleep(100000);
 	}
 
@@ -1173,15 +1187,15 @@ TEST_F_TIMEOUT(pktfuzz, fuzz, 600)
 	counters_print("remu1", &c0[1], &c1[1]);
 	for (k = 0; k < 2; k++)
 		total += wire_total(&c1[k]) - wire_total(&c0[k]);
-	printf("# fuzz: datagrams to UDP 4791: %lld; counted by remu's wire layer: %lld, rx_no_device %lld\n",
-	       udp1 - udp0, total, nodev1 - nodev0);
+	printf("# fuzz: datagrams to UDP 4791: %lld, loopback packets: %lld; counted by remu's wire layer: %lld, rx_no_device %lld\n",
+	       udp1 - udp0, loop1 - loop0, total, nodev1 - nodev0);
 
 	EXPECT_EQ(0, z->x.failed) {
 		printf("# validated transfer failed at line %d, iteration %ld, status %d\n",
 		       z->x.failed, z->x.fail_iter, z->x.status);
 	}
 	EXPECT_LT(0, z->x.iterations);
-	EXPECT_EQ(udp1 - udp0, total + nodev1 - nodev0);
+	EXPECT_EQ(udp1 - udp0 + loop1 - loop0, total + nodev1 - nodev0);
 	for (k = 0; k < 2; k++) {
 		struct side *s = &z->s[k];
 

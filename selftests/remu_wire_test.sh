@@ -15,7 +15,7 @@ repo=$(cd "$here/.." && pwd)
 . "$here/remu_lib.sh"
 py=("python3" "$here/remu_wire.py")
 
-ktap_header 32
+ktap_header 36
 
 # earlier tests may have taken v0/v1 down and up, which drops their IPv6
 # addresses: restore the standard topology (idempotent)
@@ -160,7 +160,60 @@ no_kernel_complaint() {
 }
 ktap_check "rx: hostile packets leave no kernel complaint" no_kernel_complaint
 
-# 4. sockets follow the devices of each namespace
+# 4. the loopback path: a packet to a local address of a remu device in
+# the sender's namespace goes straight to that device's receive path (no
+# IP stack, so UDP InDatagrams does not move), counted in loopback_pkts;
+# one to another namespace goes through the veth and the UDP socket
+hwc() { cat "/sys/class/infiniband/$1/ports/1/hw_counters/$2"; }
+udp_in() { # NETNS-or-"": UDP InDatagrams there
+	local ex=()
+	[ -n "$1" ] && ex=(ip netns exec "$1")
+	"${ex[@]}" awk '$1 == "Udp:" && $2 ~ /^[0-9]+$/ { print $2 }' /proc/net/snmp
+}
+lb_port=18600
+# loop_case PROG [OPT...]: PROG_pingpong in loopback on remu0, every packet
+# through the loopback path: sent, loopback and received counts all equal
+loop_case() {
+	local s0 l0 r0 u0 s l r u
+	s0=$(hwc remu0 sent_pkts) l0=$(hwc remu0 loopback_pkts)
+	r0=$(hwc remu0 rcvd_pkts) u0=$(udp_in "")
+	lb_port=$((lb_port + 1))
+	remu_pingpong "$1" "$lb_port" "" remu0 "" remu0 10.77.0.1 "${@:2}" || return 1
+	sleep 0.5	# a last ACK may still be on its way
+	s=$(($(hwc remu0 sent_pkts) - s0)) l=$(($(hwc remu0 loopback_pkts) - l0))
+	r=$(($(hwc remu0 rcvd_pkts) - r0)) u=$(($(udp_in "") - u0))
+	echo "remu0: sent_pkts +$s loopback_pkts +$l rcvd_pkts +$r; UDP InDatagrams +$u"
+	[ "$s" -ge 400 ] && [ "$l" = "$s" ] && [ "$r" = "$s" ] && [ "$u" = 0 ]
+}
+ktap_check "loopback: rc_pingpong on remu0 all through the loopback path" loop_case rc
+ktap_check "loopback: ud_pingpong on remu0 all through the loopback path" loop_case ud
+# the same over IPv6: the RoCE GID fd77::1 (the TCP exchange stays IPv4)
+loop6() {
+	local i
+	i=$(remu_gid_index remu0 fd77:0000:0000:0000:0000:0000:0000:0001) ||
+		{ echo "remu0 has no RoCE v2 GID fd77::1"; return 1; }
+	loop_case rc -g "$i"
+}
+ktap_check "loopback: rc_pingpong on remu0 over IPv6 all through the loopback path" loop6
+# remu0 -> remu1 crosses the veth: the IP stack and peer's UDP socket
+wire_case() {
+	local s0 l0 l10 r0 u0 s l l1 r u
+	s0=$(hwc remu0 sent_pkts) l0=$(hwc remu0 loopback_pkts)
+	l10=$(hwc remu1 loopback_pkts) r0=$(hwc remu1 rcvd_pkts)
+	u0=$(udp_in peer)
+	lb_port=$((lb_port + 1))
+	remu_pingpong rc "$lb_port" peer remu1 "" remu0 10.77.0.2 || return 1
+	sleep 0.5
+	s=$(($(hwc remu0 sent_pkts) - s0)) l=$(($(hwc remu0 loopback_pkts) - l0))
+	l1=$(($(hwc remu1 loopback_pkts) - l10))
+	r=$(($(hwc remu1 rcvd_pkts) - r0)) u=$(($(udp_in peer) - u0))
+	echo "remu0: sent_pkts +$s loopback_pkts +$l; remu1: rcvd_pkts +$r loopback_pkts +$l1; peer UDP InDatagrams +$u"
+	[ "$s" -ge 200 ] && [ "$l" = 0 ] && [ "$l1" = 0 ] && [ "$r" = "$s" ] &&
+		[ "$u" = "$s" ]
+}
+ktap_check "loopback: rc_pingpong remu0 -> remu1 (another namespace) through the veth and UDP" wire_case
+
+# 5. sockets follow the devices of each namespace
 ip netns add wirens
 ip link add wa type veth peer name wb netns wirens
 ip link set wa up
@@ -193,7 +246,7 @@ ktap_check "netns: deleting a namespace that holds a remu device" ns_dies_first
 ip netns del wirens 2>/dev/null
 ip link del wa 2>/dev/null
 
-# 5. upstream rxe in the initial namespace, remu1 in peer
+# 6. upstream rxe in the initial namespace, remu1 in peer
 rxe_in() {
 	rdma link delete remu0 || return 1
 	remu_wait_gone remu0 || return 1

@@ -308,10 +308,14 @@ static struct remu_swqe *remu_comp_find_rd(struct remu_qp *qp, u32 psn,
 	return NULL;
 }
 
+/* remu_comp_read_resp(): the response was not placed (counted) */
+#define REMU_COMP_DROPPED	(-1)
+
 /*
  * READ response @skb, response number @k of READ @sw (ring index @idx):
  * place it (in order, or up to REMU_RD_MAP ahead of the first missing).
- * Return: 0, or the IB_WC_* status to fail the QP with.
+ * Return: 0 (placed), REMU_COMP_DROPPED (not placed, counted; the QP goes
+ * on), or the IB_WC_* status to fail the QP with.
  */
 static int remu_comp_read_resp(struct remu_qp *qp, u32 idx,
 			       struct remu_swqe *sw, struct sk_buff *skb,
@@ -334,11 +338,11 @@ static int remu_comp_read_resp(struct remu_qp *qp, u32 idx,
 	    (k == sw->npkts - 1 &&
 	     !(remu_opcode[cb->opcode].flags & REMU_OP_LAST))) {
 		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_LEN);
-		return 0;
+		return REMU_COMP_DROPPED;
 	}
 	if (k < sw->rcvd) {
 		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
-		return 0;
+		return REMU_COMP_DROPPED;
 	}
 	if (k > sw->rcvd) {
 		if (!m || k >= sw->rcvd + REMU_RD_MAP) {
@@ -346,16 +350,16 @@ static int remu_comp_read_resp(struct remu_qp *qp, u32 idx,
 			if (m)
 				m->beyond = true;
 			remu_comp_read_gap(qp, idx, sw);
-			return 0;
+			return REMU_COMP_DROPPED;
 		}
 		if (test_bit(k % REMU_RD_MAP, m->bits)) {
 			remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
-			return 0;
+			return REMU_COMP_DROPPED;
 		}
 	}
 	if (skb_linearize(skb)) {
 		remu_count(qp->rdev, REMU_CNT_RCVD_NO_MEM);
-		return 0;		/* as if lost */
+		return REMU_COMP_DROPPED;	/* as if lost */
 	}
 	if (cb->paylen)
 		err = remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd),
@@ -485,11 +489,12 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	u8 syn = aeth ? remu_aeth_syndrome(aeth) : 0;
 	struct remu_send_wqe *w;
 	struct remu_swqe *sw;
+	bool dropped = false;
 	int status;
 
 	if (qp->ib_qp.qp_type != IB_QPT_RC) {
 		remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
-		goto out;
+		goto drop;
 	}
 	/*
 	 * Nothing this QP sent is answered at or after sent_end: such an
@@ -498,11 +503,11 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 	 */
 	if (!remu_psn_before(psn, e->sent_end)) {
 		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_PSN);
-		goto out;
+		goto drop;
 	}
 	if (aeth && (syn & REMU_AETH_TYPE_MASK) != REMU_AETH_ACK) {
 		remu_comp_nak(qp, psn, syn);
-		goto out;
+		goto done;
 	}
 	if (cb->opcode == IB_OPCODE_RC_ACKNOWLEDGE) {
 		remu_comp_progress(qp, psn + 1,
@@ -513,7 +518,7 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		    sw->rcvd < sw->npkts &&
 		    !remu_psn_before(psn, sw->first_psn + sw->npkts))
 			remu_comp_ask_again(qp, q->cons);
-		goto out;
+		goto done;
 	}
 
 	/* READ response or atomic ACK: implicitly ACKs what came before */
@@ -534,7 +539,7 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		    remu_psn_before(psn, e->psn))
 			remu_comp_arm(qp);
 		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
-		goto out;
+		goto drop;
 	}
 	w = remu_req_copy(qp, idx);
 	if (info->flags & REMU_OP_ATOMIC) {
@@ -544,17 +549,17 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 
 		if (!remu_is_atomic(w->opcode)) {
 			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_OP);
-			goto out;
+			goto drop;
 		}
 		if (sw->rcvd) {
 			remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
-			goto out;
+			goto drop;
 		}
 		if (remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd),
 				  (struct remu_sge *)(w + 1), w->num_sge, 0,
 				  &orig, 8, REMU_TO_MR, IB_ACCESS_LOCAL_WRITE)) {
 			remu_comp_fail(qp, IB_WC_LOC_PROT_ERR);
-			goto out;
+			goto drop;
 		}
 		sw->rcvd = 1;
 		remu_comp_progress(qp, psn + 1, true);
@@ -563,32 +568,39 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		if (cb->opcode != IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY ||
 		    cb->paylen) {
 			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_LEN);
-			goto out;
+			goto drop;
 		}
 		if (sw->rcvd) {
 			remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
-			goto out;
+			goto drop;
 		}
 		sw->rcvd = 1;
 		remu_comp_progress(qp, psn + 1, true);
 	} else {
 		if (w->opcode != IB_UVERBS_WR_RDMA_READ) {
 			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_OP);
-			goto out;
+			goto drop;
 		}
 		status = remu_comp_read_resp(qp, idx, sw, skb,
 					     remu_psn_diff(psn, sw->first_psn));
-		if (status) {
+		if (status > 0) {
 			remu_comp_fail(qp, status);
-			goto out;
+			goto drop;
 		}
+		dropped = status == REMU_COMP_DROPPED;
 	}
 	if (idx != q->cons)
 		remu_comp_later(qp);
 	/* finished in order, with the WQEs after them an ACK covered */
 	remu_comp_upto(qp, e->una, false);
 	remu_comp_arm(qp);
-out:
+	if (dropped)
+		goto drop;
+done:
+	/* processed: consume_skb, so that the drop tracepoint sees drops only */
+	consume_skb(skb);
+	return;
+drop:
 	kfree_skb(skb);
 }
 

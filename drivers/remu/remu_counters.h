@@ -24,6 +24,8 @@ enum remu_counter {
 	REMU_CNT_RCVD_BAD_LENGTH,
 	REMU_CNT_RCVD_NO_QP,
 	REMU_CNT_SEND_ERR,
+	REMU_CNT_LOOPBACK_PKTS,		/* of sent_pkts: handed to a remu
+					 * device of this namespace directly */
 	/* multicast (remu_mcast.c) */
 	REMU_CNT_RCVD_MCAST_PKTS,	/* to a group with attached QPs */
 	REMU_CNT_RCVD_MCAST_NO_QP,	/* to a group with none: dropped */

@@ -160,6 +160,9 @@ struct remu_rd_res {
  * @rnr_wait:	waiting for the RNR timer
  * @timer:	retransmit / RNR timer; queues the work
  * @timed_out:	the timer fired (bit 0)
+ * @run:	REMU_ENG_RUNNING while remu_eng_run() runs, REMU_ENG_AGAIN
+ *		when a packet was queued on @rxq since it last looked
+ *		(remu_eng_kick())
  * @rpsn:	responder: expected PSN
  * @msn:	responder: message sequence number
  * @comm_est:	responder: IB_EVENT_COMM_EST raised since RTR was entered
@@ -205,6 +208,7 @@ struct remu_qp_eng {
 	bool rnr_wait;
 	struct timer_list timer;
 	unsigned long timed_out;
+	unsigned long run;
 
 	u32 rpsn;
 	u32 msn;
@@ -287,6 +291,7 @@ void remu_eng_fini(struct remu_qp *qp);
 void remu_eng_reset(struct remu_qp *qp);
 void remu_eng_modify(struct remu_qp *qp, int cur, int next);
 void remu_eng_run(struct remu_qp *qp);
+void remu_eng_kick(struct remu_qp *qp);
 
 /* requester */
 void remu_req_run(struct remu_qp *qp);

@@ -18,11 +18,13 @@
  *   every header and the BTH laid out; remu_net_xmit() routes it in the
  *   netdev's namespace (an RC/UC QP's route is kept in the QP's per-CPU
  *   dst_cache, remu_av.dcache, and looked up again only when the route
- *   is no longer valid or the path changed), adds UDP and IPv4/IPv6 headers, stores the ICRC
- *   and hands it to the IP stack.  A destination on this host (the same
- *   device, or another remu device in any namespace) needs no special
- *   case: the IP stack delivers it through lo or the veth, and it comes
- *   back in through the receive path like any packet.
+ *   is no longer valid or the path changed), adds UDP and IPv4/IPv6
+ *   headers, stores the ICRC and hands it to the IP stack; or, for a
+ *   local address of a remu device in the same namespace, straight to
+ *   that device's receive path (remu_net_loopback(): no IP stack, no lo,
+ *   every receive check still made).  A remu device in another
+ *   namespace is reached through the IP stack (the veth), and its
+ *   packets come back in through the receive path like any packet.
  * - receive: remu_udp_encap_rcv() runs in softirq for each datagram to
  *   4791, finds the remu device (by ingress netdev, or for packets to a
  *   local address arriving on lo, by destination address), validates the
@@ -36,7 +38,9 @@
  * RCU only (the UDP stack calls encap_rcv inside rcu_read_lock); entries
  * and devices are freed only after a grace period.  remu_ns_lock nests
  * inside nothing of remu's; no rtnl_lock is taken under it.  Nothing on
- * the receive path sleeps.
+ * the receive path sleeps.  The loopback path runs the receive path in
+ * the sender's context, with BH off and under rcu_read_lock as in softirq;
+ * the receive path never sends, so it never recurses.
  */
 #include <linux/debugfs.h>
 #include <linux/if_vlan.h>
@@ -415,6 +419,10 @@ static struct dst_entry *remu_route(struct net *net, struct net_device *ndev,
 	return ERR_PTR(-EAFNOSUPPORT);
 }
 
+static bool remu_net_loopback(struct remu_dev *rdev,
+			      const struct dst_entry *dst,
+			      struct sk_buff *skb);
+
 /**
  * remu_net_xmit - send a packet built on remu_net_alloc_skb()
  * @rdev: the sending device
@@ -424,9 +432,12 @@ static struct dst_entry *remu_route(struct net *net, struct net_device *ndev,
  *	 control); the ICRC field is filled in here
  *
  * Routes in the netdev's namespace (bound to the netdev), adds the UDP and
- * IP headers, computes the ICRC over the finished packet and sends it
- * through the IP stack (netfilter, neighbour resolution, lo for local
- * addresses).  Consumes @skb in every case.
+ * IP headers and computes the ICRC over the finished packet.  A packet to
+ * a local address of a remu device in the same namespace (this one or
+ * another) goes straight to that device's receive path
+ * (remu_net_loopback(), counted in loopback_pkts too); any other goes
+ * through the IP stack (netfilter, neighbour resolution, lo for other
+ * local addresses).  Consumes @skb in every case.
  *
  * Context: any; does not sleep.
  * Return: 0, or a negative errno (no route, or the stack dropped it);
@@ -495,6 +506,8 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 	icrc = cpu_to_le32(remu_icrc(skb, bth));
 	skb_store_bits(skb, skb->len - REMU_ICRC_LEN, &icrc, sizeof(icrc));
 
+	if (remu_net_loopback(rdev, dst, skb))
+		return 0;
 	if (skb->protocol == htons(ETH_P_IP))
 		err = ip_local_out(net, skb->sk, skb);
 	else
@@ -511,34 +524,44 @@ err:
 
 /* ---- receive ----------------------------------------------------------- */
 
+/* the remu device of @ns whose netdev holds @daddr; under RCU */
+static struct remu_dev *remu_dev_by_addr4(struct remu_ns *ns, __be32 daddr)
+{
+	struct remu_dev *rdev;
+
+	list_for_each_entry_rcu(rdev, &ns->devs, ns_node) {
+		struct in_device *idev = __in_dev_get_rcu(rdev->ndev);
+		const struct in_ifaddr *ifa;
+
+		if (!idev)
+			continue;
+		in_dev_for_each_ifa_rcu(ifa, idev)
+			if (ifa->ifa_local == daddr)
+				return rdev;
+	}
+	return NULL;
+}
+
+static struct remu_dev *remu_dev_by_addr6(struct remu_ns *ns,
+					  const struct in6_addr *daddr)
+{
+	struct remu_dev *rdev;
+
+	if (!IS_ENABLED(CONFIG_IPV6))
+		return NULL;
+	list_for_each_entry_rcu(rdev, &ns->devs, ns_node)
+		if (ipv6_chk_addr(dev_net(rdev->ndev), daddr, rdev->ndev, 0))
+			return rdev;
+	return NULL;
+}
+
 /* a packet to a local address came in on lo: whose address is it? */
 static struct remu_dev *remu_rx_find_by_daddr(struct remu_ns *ns,
 					      struct sk_buff *skb)
 {
-	struct remu_dev *rdev;
-
-	if (ip_hdr(skb)->version == 4) {
-		__be32 daddr = ip_hdr(skb)->daddr;
-
-		list_for_each_entry_rcu(rdev, &ns->devs, ns_node) {
-			struct in_device *idev = __in_dev_get_rcu(rdev->ndev);
-			const struct in_ifaddr *ifa;
-
-			if (!idev)
-				continue;
-			in_dev_for_each_ifa_rcu(ifa, idev)
-				if (ifa->ifa_local == daddr)
-					return rdev;
-		}
-	} else if (IS_ENABLED(CONFIG_IPV6)) {
-		const struct in6_addr *daddr = &ipv6_hdr(skb)->daddr;
-
-		list_for_each_entry_rcu(rdev, &ns->devs, ns_node)
-			if (ipv6_chk_addr(dev_net(rdev->ndev), daddr,
-					  rdev->ndev, 0))
-				return rdev;
-	}
-	return NULL;
+	if (ip_hdr(skb)->version == 4)
+		return remu_dev_by_addr4(ns, ip_hdr(skb)->daddr);
+	return remu_dev_by_addr6(ns, &ipv6_hdr(skb)->daddr);
 }
 
 static struct remu_dev *remu_rx_find_dev(struct remu_ns *ns,
@@ -675,20 +698,98 @@ drop:
 	kfree_skb(skb);
 }
 
+/* hand @skb (data at the UDP header) to @rdev's checks; under RCU, BH off */
+static void remu_rx_deliver(struct remu_dev *rdev, struct sk_buff *skb)
+{
+	if (!rdev || !ib_device_try_get(&rdev->ib_dev)) {
+		atomic64_inc(&remu_rx_no_dev);
+		kfree_skb(skb);
+		return;
+	}
+	remu_net_rx(rdev, skb);
+	ib_device_put(&rdev->ib_dev);
+}
+
 /* encap_rcv of the 4791 sockets; softirq, under rcu_read_lock */
 static int remu_udp_encap_rcv(struct sock *sk, struct sk_buff *skb)
 {
 	struct remu_ns *ns = rcu_dereference_sk_user_data(sk);
-	struct remu_dev *rdev = ns ? remu_rx_find_dev(ns, skb) : NULL;
 
-	if (!rdev || !ib_device_try_get(&rdev->ib_dev)) {
-		atomic64_inc(&remu_rx_no_dev);
-		kfree_skb(skb);
-		return 0;
-	}
-	remu_net_rx(rdev, skb);
-	ib_device_put(&rdev->ib_dev);
+	remu_rx_deliver(ns ? remu_rx_find_dev(ns, skb) : NULL, skb);
 	return 0;
+}
+
+/* is @dst, the route of the finished packet @skb, one to a local address? */
+static bool remu_dst_local(const struct dst_entry *dst,
+			   const struct sk_buff *skb)
+{
+	if (skb->protocol == htons(ETH_P_IP))
+		return container_of(dst, struct rtable, dst)->rt_type ==
+		       RTN_LOCAL;
+#if IS_ENABLED(CONFIG_IPV6)
+	return !ipv6_addr_is_multicast(&ipv6_hdr(skb)->daddr) &&
+	       (container_of(dst, struct rt6_info, dst)->rt6i_flags &
+		RTF_LOCAL);
+#else
+	return false;
+#endif
+}
+
+/*
+ * The loopback path of remu_net_xmit().  @skb is finished for the wire
+ * (data at the IP header; IP, UDP, BTH... and the ICRC in place) and @dst,
+ * its route, is attached.  When that route is to a local address (never
+ * for multicast: the IP stack loops those back itself) and a remu device
+ * of the sender's namespace holds the address, the packet is handed to
+ * that device's receive path here, as lo and the UDP socket would after
+ * the IP stack: it meets every receive check (IP header, lengths, ICRC,
+ * BTH) and is counted there as received or dropped, then as sent
+ * (sent_pkts and loopback_pkts: counted once the packet reached the
+ * receive path, for whoever matches sent and received counts).  What is
+ * skipped: netfilter, the lo device and its softirq, the UDP socket
+ * lookup (so the namespace's UDP MIB does not count these; rdma_rxe's
+ * loopback skips the same).  A device in another namespace is reached
+ * only through the IP stack (veth), so netem and netfilter on the path
+ * between namespaces still see every packet.
+ *
+ * Context: as remu_net_xmit(); the receive path runs here with BH off and
+ * under RCU, as in softirq.  It only queues the packet on a QP and queues
+ * its work, so it never sends from here (no recursion).
+ * Return: true if @skb was consumed; false (no such device) leaves @skb
+ * as it was for the IP stack.
+ */
+static bool remu_net_loopback(struct remu_dev *rdev,
+			      const struct dst_entry *dst,
+			      struct sk_buff *skb)
+{
+	struct remu_dev *to;
+
+	if (!remu_dst_local(dst, skb))
+		return false;
+	local_bh_disable();
+	rcu_read_lock();
+	to = remu_rx_find_by_daddr(rdev->ns, skb);
+	if (!to) {
+		rcu_read_unlock();
+		local_bh_enable();
+		return false;
+	}
+	/* what the IP stack and lo would have done on the way */
+	if (skb->protocol == htons(ETH_P_IP))
+		ip_send_check(ip_hdr(skb));
+	skb_dst_drop(skb);
+	skb_orphan(skb);
+	skb->dev = to->ndev;
+	skb->pkt_type = PACKET_HOST;
+	__skb_pull(skb, skb_transport_offset(skb));
+
+	remu_rx_deliver(to, skb);
+	/* after the receive, as when lo's softirq runs inline in the send */
+	remu_count(rdev, REMU_CNT_SENT_PKTS);
+	remu_count(rdev, REMU_CNT_LOOPBACK_PKTS);
+	rcu_read_unlock();
+	local_bh_enable();
+	return true;
 }
 
 /* ---- debugfs and module life ------------------------------------------ */

@@ -17,7 +17,8 @@
  * and source GIDs, as on rxe; counted in rcvd_bad_path), so that a host
  * that learns a QPN and an rkey cannot write into the QP's memory or send
  * into it; otherwise queue the skb on the QP's bounded list
- * (qp->eng.rxq) and queue the QP's work item, where the completer and
+ * (qp->eng.rxq) and kick the QP's work item (remu_eng_kick(): queued, or
+ * if it is running, told to go round again), where the completer and
  * responder process it (remu_req.c, remu_resp.c, remu_comp.c).  A packet to the multicast QPN (0xffffff)
  * goes to remu_mcast_rcv() (remu_mcast.c), which hands a copy to each
  * attached QP through remu_rcv_qp().
@@ -118,7 +119,7 @@ void remu_rcv_qp(struct remu_qp *qp, struct sk_buff *skb,
 	cb->hdr_len = pkt->hdr_len;
 	cb->opcode = pkt->opcode;
 	skb_queue_tail(&qp->eng.rxq, skb);
-	queue_work(remu_wq, &qp->send_work);
+	remu_eng_kick(qp);
 }
 
 void remu_rcv(struct remu_dev *rdev, struct sk_buff *skb,

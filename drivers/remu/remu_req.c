@@ -218,15 +218,37 @@ int remu_req_av(struct remu_qp *qp, void *avp)
 	return 0;
 }
 
-/* the per-QP work: completer/responder on received packets, requester */
+/* bits of remu_qp_eng.run */
+enum {
+	REMU_ENG_RUNNING,
+	REMU_ENG_AGAIN,
+};
+
+/*
+ * The per-QP work: completer/responder on received packets, requester.
+ * It goes round again, within its budget, as long as packets arrive
+ * while it runs (remu_eng_kick() marks them instead of queueing the work
+ * again: one work item run, wake-up and context switch less each time).
+ * The end pairs with remu_eng_kick(): this clears RUNNING then looks at
+ * AGAIN, the kick sets AGAIN then looks at RUNNING, each with a full
+ * barrier between, so either this sees the packet's AGAIN or the kick
+ * sees RUNNING clear and queues the work.
+ */
 void remu_eng_run(struct remu_qp *qp)
 {
+	struct remu_qp_eng *e = &qp->eng;
 	struct sk_buff *skb;
 	int budget = 256;
 
-	while (budget-- && (skb = skb_dequeue(&qp->eng.rxq))) {
+	set_bit(REMU_ENG_RUNNING, &e->run);
+again:
+	clear_bit(REMU_ENG_AGAIN, &e->run);
+	/* a packet kicked after this is seen below, or by the next round */
+	smp_mb__after_atomic();
+	while (budget > 0 && (skb = skb_dequeue(&e->rxq))) {
 		enum ib_qp_state s = READ_ONCE(qp->state);
 
+		budget--;
 		if (s == IB_QPS_ERR || s == IB_QPS_RESET) {
 			/* the QP stopped receiving since remu_rcv() */
 			remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
@@ -238,11 +260,36 @@ void remu_eng_run(struct remu_qp *qp)
 		else
 			remu_resp_pkt(qp, skb);
 	}
-	if (test_and_clear_bit(0, &qp->eng.timed_out))
+	if (test_and_clear_bit(0, &e->timed_out))
 		remu_comp_timeout(qp);
 	if (READ_ONCE(qp->state) == IB_QPS_RTS)
 		remu_req_run(qp);
-	if (!skb_queue_empty(&qp->eng.rxq))
+	if (budget > 0 && test_bit(REMU_ENG_AGAIN, &e->run))
+		goto again;
+	clear_bit(REMU_ENG_RUNNING, &e->run);
+	/* pairs with remu_eng_kick(): RUNNING clear before AGAIN is read */
+	smp_mb__after_atomic();
+	if (test_bit(REMU_ENG_AGAIN, &e->run) || !skb_queue_empty(&e->rxq))
+		queue_work(remu_wq, &qp->send_work);
+}
+
+/**
+ * remu_eng_kick - a packet was queued on @qp's receive list
+ * @qp: the QP
+ *
+ * Queues the QP's work, unless it is running: then it only marks the
+ * packet (REMU_ENG_AGAIN) and the running work goes round once more.
+ *
+ * Context: any (softirq, or the sender's loopback path).
+ */
+void remu_eng_kick(struct remu_qp *qp)
+{
+	/* the packet is on the list before AGAIN says so */
+	smp_mb__before_atomic();
+	set_bit(REMU_ENG_AGAIN, &qp->eng.run);
+	/* pairs with remu_eng_run(): AGAIN set before RUNNING is read */
+	smp_mb__after_atomic();
+	if (!test_bit(REMU_ENG_RUNNING, &qp->eng.run))
 		queue_work(remu_wq, &qp->send_work);
 }
 

@@ -762,7 +762,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 			goto drop;
 		}
 		if (!remu_resp_send(qp, skb))
-			goto drop;
+			goto done;
 		/* local error on UD: completed with an error, QP goes on */
 		goto drop;
 	}
@@ -886,7 +886,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		remu_resp_save_res(qp, &r);
 		e->msn++;
 		e->rpsn = (psn + r.npkts) & REMU_PSN_MASK;
-		goto drop;
+		goto done;
 	} else if (info->flags & REMU_OP_ATOMIC) {
 		struct remu_rd_res r = {
 			.opcode = cb->opcode, .psn = psn, .npkts = 1,
@@ -902,7 +902,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		r.orig = orig;
 		remu_resp_save_res(qp, &r);
 		remu_resp_ack(qp, psn, REMU_ACK_OK, REMU_ATOMIC_ACK, orig);
-		goto drop;
+		goto done;
 	} else if (info->flags & (REMU_OP_FLUSH | REMU_OP_ATOMIC_WRITE)) {
 		struct remu_rd_res r = {
 			.opcode = cb->opcode, .psn = psn, .npkts = 1,
@@ -919,7 +919,7 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		e->rpsn = (psn + 1) & REMU_PSN_MASK;
 		remu_resp_save_res(qp, &r);
 		remu_resp_ack(qp, psn, REMU_ACK_OK, REMU_EMPTY_READ_RESP, 0);
-		goto drop;
+		goto done;
 	} else {
 		/* no other RC request exists; the opcode table says so */
 		remu_resp_fatal(qp, psn, REMU_AETH_NAK_INVALID_REQ, true);
@@ -931,7 +931,13 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		remu_resp_ack(qp, psn, REMU_ACK_OK, REMU_ACK, 0);
 	else if (rc)
 		remu_count(qp->rdev, REMU_CNT_ACK_DEFERRED);
+	e->rpsn = (psn + 1) & REMU_PSN_MASK;
+done:
+	/* processed: consume_skb, so that the drop tracepoint sees drops only */
+	consume_skb(skb);
+	return;
 next:
+	/* UC: a packet lost to the message, the next PSN expected after it */
 	e->rpsn = (psn + 1) & REMU_PSN_MASK;
 drop:
 	kfree_skb(skb);
