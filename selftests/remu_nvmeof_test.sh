@@ -80,7 +80,12 @@ target_up() {
 	echo 1 > "$SUB/attr_allow_any_host" || return 1
 	mkdir "$SUB/namespaces/1" || return 1
 	echo -n "$BACK" > "$SUB/namespaces/1/device_path" || return 1
-	echo 1 > "$SUB/namespaces/1/enable" || return 1
+	# nvmet opens a file with O_DIRECT unless buffered_io is set, and
+	# tmpfs has O_DIRECT only since 6.6: on 6.1 enabling fails (EINVAL)
+	if ! echo 1 2>/dev/null > "$SUB/namespaces/1/enable"; then
+		echo 1 > "$SUB/namespaces/1/buffered_io" &&
+			echo 1 > "$SUB/namespaces/1/enable" || return 1
+	fi
 	mkdir "$PORT" || return 1
 	echo rdma > "$PORT/addr_trtype" &&
 		echo ipv4 > "$PORT/addr_adrfam" &&

@@ -44,7 +44,7 @@
  * Locking:
  *   mc->lock (mutex)  attach and detach: the table, the lists' writers
  *                     and the counts (teardown, at dealloc_driver, runs
- *                     alone).  rtnl_lock nests inside it (the IPv4 join
+ *                     alone).  rtnl_lock nests inside it (the IP join
  *                     and leave); neither is ever taken under qp->mutex.
  *   RCU               the receive path (softirq, inside the UDP stack's
  *                     rcu_read_lock) walks the table and the lists.  A
@@ -160,24 +160,28 @@ static struct remu_mca *remu_mcg_mca(struct remu_mcg *g, struct remu_qp *qp)
 
 /*
  * Make @rdev's netdev a member of the IP group @mgid names.  Process
- * context, under mc->lock; takes rtnl_lock for IPv4.
+ * context, under mc->lock; takes rtnl_lock (IPv4 always needs it, and so
+ * does IPv6 on 6.1, whose MLD code asserts it: 6.12 has a lock of its
+ * own there, which nests inside rtnl_lock as it does for addrconf).
  */
 static int remu_mcg_join(struct remu_dev *rdev, const struct in6_addr *mgid)
 {
 	struct in_device *idev;
 	int err = 0;
 
+	rtnl_lock();
 	if (!ipv6_addr_v4mapped(mgid)) {
 		err = ipv6_dev_mc_inc(rdev->ndev, mgid);
 		/* -EINVAL: the netdev has no IPv6 */
-		return err == -EINVAL ? -ENODEV : err;
+		if (err == -EINVAL)
+			err = -ENODEV;
+	} else {
+		idev = __in_dev_get_rtnl(rdev->ndev);
+		if (idev)
+			ip_mc_inc_group(idev, mgid->s6_addr32[3]);
+		else
+			err = -ENODEV;
 	}
-	rtnl_lock();
-	idev = __in_dev_get_rtnl(rdev->ndev);
-	if (idev)
-		ip_mc_inc_group(idev, mgid->s6_addr32[3]);
-	else
-		err = -ENODEV;
 	rtnl_unlock();
 	return err;
 }
@@ -187,14 +191,14 @@ static void remu_mcg_leave(struct remu_dev *rdev, const struct in6_addr *mgid)
 {
 	struct in_device *idev;
 
+	rtnl_lock();
 	if (!ipv6_addr_v4mapped(mgid)) {
 		ipv6_dev_mc_dec(rdev->ndev, mgid);
-		return;
+	} else {
+		idev = __in_dev_get_rtnl(rdev->ndev);
+		if (idev)
+			ip_mc_dec_group(idev, mgid->s6_addr32[3]);
 	}
-	rtnl_lock();
-	idev = __in_dev_get_rtnl(rdev->ndev);
-	if (idev)
-		ip_mc_dec_group(idev, mgid->s6_addr32[3]);
 	rtnl_unlock();
 }
 

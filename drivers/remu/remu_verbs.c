@@ -272,8 +272,14 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 {
 	struct remu_alloc_ucontext_resp resp = {
 		.abi_version = REMU_ABI_VERSION,
+		/*
+		 * FLUSH and ATOMIC_WRITE only where ib_core has IBA 1.5: on
+		 * 6.1 the provider then refuses their IBV_QP_EX_WITH_* flags
+		 * at QP creation (EOPNOTSUPP) instead of failing the WR
+		 */
 		.comp_mask = REMU_UCTX_INLINE_RECV | REMU_UCTX_CQE_TIMESTAMP |
-			     REMU_UCTX_FLUSH_ATOMIC_WRITE |
+			     (REMU_HAVE_IBA15 ?
+			      REMU_UCTX_FLUSH_ATOMIC_WRITE : 0) |
 			     REMU_UCTX_INDIRECT_MKEY,
 	};
 	struct remu_dev *rdev = to_remu_dev(uctx->device);
