@@ -273,9 +273,10 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 	struct remu_alloc_ucontext_resp resp = {
 		.abi_version = REMU_ABI_VERSION,
 		/*
-		 * FLUSH and ATOMIC_WRITE only where ib_core has IBA 1.5: on
-		 * 6.1 the provider then refuses their IBV_QP_EX_WITH_* flags
-		 * at QP creation (EOPNOTSUPP) instead of failing the WR
+		 * FLUSH and ATOMIC_WRITE only where ib_core has IBA 1.5.
+		 * Without this bit the provider refuses their
+		 * IBV_QP_EX_WITH_* flags at QP creation with EOPNOTSUPP, as
+		 * mlx5 refuses send ops it lacks (6.1).
 		 */
 		.comp_mask = REMU_UCTX_INLINE_RECV | REMU_UCTX_CQE_TIMESTAMP |
 			     (REMU_HAVE_IBA15 ?
