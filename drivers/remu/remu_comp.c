@@ -32,13 +32,13 @@
  * responder NAKs a gap once, so a lost resend of the hole is otherwise
  * found by the timer only; round trips are timed from AckReq packets to
  * their ACKs, never across a resend), an RNR NAK waits for the RNR timer
- * and goes back, anything else completes the WQE with its error status
- * and moves the QP to ERR (the rest is flushed).  The timer (the QP's timeout, at least
- * 10 ms; none when it is 0) goes back to una, or to the first missing
- * response of the oldest READ/atomic, retry_cnt times.  Progress restarts
- * it and refills the retry counts; a READ response, even a stale one (a
- * replay), only restarts it; a stale or duplicate ACK does neither.  An
- * expiry that a restart overtook before the work item ran is ignored.
+ * and goes back, anything else completes the WQE with its error status and
+ * moves the QP to ERR (the rest is flushed).  The timer (the QP's timeout,
+ * at least 10 ms; none when it is 0) goes back to una, or to the first
+ * missing response of the oldest READ/atomic, retry_cnt times.  Progress
+ * restarts it and refills the retry counts; a READ response, even a stale
+ * one (a replay), only restarts it; a stale or duplicate ACK does neither.
+ * An expiry that a restart overtook before the work item ran is ignored.
  *
  * Runs only in the QP's work item; SQ slots are consumed under
  * qp->sq.cons_lock, with the CQE written under it so completions stay in
