@@ -15,7 +15,10 @@
 #     ib_atomic_bw (fetch-and-add, compare-and-swap), small iteration counts
 # Every run must complete (both sides exit 0), then the counters of both
 # ports must show the recovery at work: retransmissions by the timer or
-# after a sequence NAK, and duplicate requests seen by the responders.
+# after a sequence NAK, duplicate requests seen by the responders, and
+# the requester's recovery beyond plain go-back-N (docs/reliability.md):
+# a hole resent again by the probe timer (retry_probe) or a sequence NAK
+# found stale, answered without going back (stale_seq_nak).
 # Then ACK coalescing on a link that duplicates every packet: the
 # responder must not answer each duplicate (ack_deferred).
 # The qdiscs are removed at the end (and on any exit).  Then, on a clean
@@ -54,9 +57,9 @@ for t in "${outage_tests[@]}"; do
 done
 sel_dup=0
 [ -z "$filter" ] || [[ "ack_coalescing" == *"$filter"* ]] && sel_dup=1
-# setup + each run + the two counter checks + teardown + the duplicated
+# setup + each run + the three counter checks + teardown + the duplicated
 # link (a run and its check) + outage tests
-ktap_header $((1 + ${#sel_dp[@]} + ${#sel_pt[@]} + 3 + 2 * sel_dup + \
+ktap_header $((1 + ${#sel_dp[@]} + ${#sel_pt[@]} + 4 + 2 * sel_dup + \
 	${#sel_out[@]}))
 
 # dp TEST LABEL [VAR=VALUE...]: one remu_datapath_test test on remu0_remu1
@@ -88,7 +91,8 @@ cnt() {
 	"${ex[@]}" rdma statistic show link "$1/1" |
 		tr ' ' '\n' | grep -A1 -x "$2" | tail -1
 }
-names="completer_retry_err rcvd_seq_err duplicate_request out_of_seq_request"
+names="completer_retry_err rcvd_seq_err duplicate_request out_of_seq_request
+       retry_probe stale_seq_nak"
 declare -A before
 snap() {
 	local d n
@@ -173,6 +177,16 @@ if [ "$dup" -gt 0 ]; then
 	ktap_pass "counters: duplicate requests seen by the responders ($dup)"
 else
 	ktap_fail "counters: duplicate requests seen by the responders ($dup)"
+fi
+probe=0 stale=0
+for d in remu0 remu1; do
+	probe=$((probe + delta[$d.retry_probe]))
+	stale=$((stale + delta[$d.stale_seq_nak]))
+done
+if [ $((probe + stale)) -gt 0 ]; then
+	ktap_pass "counters: recovery beyond go-back-N ($probe probes, $stale stale NAKs)"
+else
+	ktap_fail "counters: recovery beyond go-back-N ($probe probes, $stale stale NAKs)"
 fi
 
 qdisc_del

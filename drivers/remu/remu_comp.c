@@ -6,7 +6,8 @@
  * retire a send WQE.
  *
  * Owns: qp->eng.una (oldest unacknowledged PSN), the retry counters, the
- * timer, the READ out-of-order maps.  Nothing is believed that answers a
+ * timer and the probe timer, the round-trip estimate, the READ
+ * out-of-order maps.  Nothing is believed that answers a
  * PSN no request used (at or after qp->eng.sent_end, which the requester
  * moves): such a response is dropped and counted (rcvd_bad_resp_psn), as
  * is a READ response whose length is not exactly its share of the READ
@@ -24,14 +25,20 @@
  * loss), its last response came, or an ACK or response of a later request
  * did; else the timer recovers them.  A NAK completes the WQEs before its
  * PSN (a NAK before una is stale and ignored), then: a sequence error goes
- * back to that PSN, an RNR NAK waits for the RNR timer and goes back,
- * anything else completes the WQE with its error status and moves the QP
- * to ERR (the rest is flushed).  The timer (the QP's timeout, at least
- * 10 ms; none when it is 0) goes back to una, or to the first missing
- * response of the oldest READ/atomic, retry_cnt times.  Progress restarts
- * it and refills the retry counts; a READ response, even a stale one (a
- * replay), only restarts it; a stale or duplicate ACK does neither.  An
- * expiry that a restart overtook before the work item ran is ignored.
+ * back to that PSN (unless it is a stale echo of the previous go-back: a
+ * NAK for a PSN resent since, sooner than the least round trip measured
+ * after that go-back), and arms the probe timer, which goes back again if
+ * the hole is still unfilled after about two smoothed round trips (the
+ * responder NAKs a gap once, so a lost resend of the hole is otherwise
+ * found by the timer only; round trips are timed from AckReq packets to
+ * their ACKs, never across a resend), an RNR NAK waits for the RNR timer
+ * and goes back, anything else completes the WQE with its error status and
+ * moves the QP to ERR (the rest is flushed).  The timer (the QP's timeout,
+ * at least 10 ms; none when it is 0) goes back to una, or to the first
+ * missing response of the oldest READ/atomic, retry_cnt times.  Progress
+ * restarts it and refills the retry counts; a READ response, even a stale
+ * one (a replay), only restarts it; a stale or duplicate ACK does neither.
+ * An expiry that a restart overtook before the work item ran is ignored.
  *
  * Runs only in the QP's work item; SQ slots are consumed under
  * qp->sq.cons_lock, with the CQE written under it so completions stay in
@@ -121,6 +128,104 @@ void remu_comp_arm(struct remu_qp *qp)
 	mod_timer(&e->timer, jiffies + remu_timeout_jiffies(qp->attr.timeout));
 }
 
+/* probes after one go-back before only the timer is left */
+#define REMU_PROBES	3
+
+void remu_comp_rtt_start(struct remu_qp *qp, u32 psn)
+{
+	qp->eng.rtt_psn = psn;
+	qp->eng.rtt_t = ktime_get_ns() ?: 1;
+}
+
+/* an ACK or NAK acknowledged everything up to @psn: a round trip ended? */
+static void remu_comp_rtt_end(struct remu_qp *qp, u32 psn)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	u64 us;
+
+	if (!e->rtt_t || remu_psn_before(psn, e->rtt_psn))
+		return;
+	us = div_u64(ktime_get_ns() - e->rtt_t, NSEC_PER_USEC);
+	us = clamp_t(u64, us, 1, U32_MAX >> 4);
+	e->rtt_t = 0;
+	e->srtt_us = e->srtt_us ? e->srtt_us - (e->srtt_us >> 3) + (us >> 3) :
+				  us;
+	if (!e->rtt_min_us || us < e->rtt_min_us)
+		e->rtt_min_us = us;
+	else
+		e->rtt_min_us += (us - e->rtt_min_us) >> 6;
+}
+
+/*
+ * After a go-back to @psn (a sequence NAK): unless the hole is filled
+ * (una passes it) within about two round trips, the probe timer resends
+ * from una again, without waiting for the QP's timeout: the resend of the
+ * hole was lost, and the responder, which NAKs a gap once, will not say
+ * so.  The wait doubles with each probe, REMU_PROBES at most; none before
+ * a round trip was measured or when the QP has no timeout.  @now: the
+ * go-back was just sent (else the clock of the previous one stays).
+ */
+static void remu_comp_probe_arm(struct remu_qp *qp, u32 psn, bool now)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	unsigned long j;
+
+	if (now)
+		e->gb_t = ktime_get_ns();
+	e->gb_psn = psn;
+	if (!e->srtt_us || !qp->attr.timeout || e->probes >= REMU_PROBES) {
+		e->probing = false;
+		del_timer(&e->ptimer);
+		return;
+	}
+	j = max_t(unsigned long, usecs_to_jiffies(2 * e->srtt_us) + 1, 2);
+	j <<= e->probes;
+	/* no sooner than the timer itself: leave it to the timer */
+	if (j >= remu_timeout_jiffies(qp->attr.timeout)) {
+		e->probing = false;
+		del_timer(&e->ptimer);
+		return;
+	}
+	e->probing = true;
+	mod_timer(&e->ptimer, jiffies + j);
+}
+
+static void remu_comp_probe_stop(struct remu_qp *qp)
+{
+	if (!qp->eng.probing)
+		return;
+	qp->eng.probing = false;
+	del_timer(&qp->eng.ptimer);
+}
+
+/* the probe timer expired: resend from una if the hole is still there */
+void remu_comp_probe(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	struct remu_swqe *sw = &e->st[q->cons & q->mask];
+
+	if (READ_ONCE(qp->state) != IB_QPS_RTS &&
+	    READ_ONCE(qp->state) != IB_QPS_SQD)
+		return;
+	/* re-armed (a stale NAK moved it) after it expired */
+	if (!e->probing || timer_pending(&e->ptimer) || e->rnr_wait)
+		return;
+	e->probing = false;
+	if (remu_psn_before(e->gb_psn, e->una))
+		return;		/* filled meanwhile */
+	if (q->cons == e->head && !sw->valid)
+		return;		/* nothing outstanding */
+	/* READs/atomics: asked again by their own rule, or by the timer */
+	if (sw->valid && sw->rd)
+		return;
+	e->probes++;
+	remu_count(qp->rdev, REMU_CNT_RETRY_PROBE);
+	trace_remu_retransmit(qp, e->una, REMU_RETX_PROBE, e->retries);
+	remu_req_go_back(qp, e->una);
+	remu_comp_probe_arm(qp, e->una, true);
+}
+
 static bool remu_is_atomic(u32 op)
 {
 	return op == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP ||
@@ -198,8 +303,11 @@ static void remu_comp_progress(struct remu_qp *qp, u32 una, bool force)
 	struct remu_qp_eng *e = &qp->eng;
 	bool moved = remu_psn_before(e->una, una & REMU_PSN_MASK);
 
-	if (moved)
+	if (moved) {
 		e->una = una & REMU_PSN_MASK;
+		if (e->probing && remu_psn_before(e->gb_psn, e->una))
+			remu_comp_probe_stop(qp);
+	}
 	if (!moved && !force)
 		return;
 	e->retries = qp->attr.retry_cnt;
@@ -425,6 +533,7 @@ unsigned int remu_rnr_usecs(u8 t)
 static void remu_comp_fail(struct remu_qp *qp, int status)
 {
 	del_timer(&qp->eng.timer);
+	remu_comp_probe_stop(qp);
 	if (qp->sq.ring.cons != qp->eng.head ||
 	    qp->eng.st[qp->sq.ring.cons & qp->sq.ring.mask].valid)
 		remu_comp_fail_wqe(qp, qp->sq.ring.cons, status);
@@ -435,6 +544,7 @@ static void remu_comp_fail(struct remu_qp *qp, int status)
 static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
 {
 	struct remu_qp_eng *e = &qp->eng;
+	bool stale;
 
 	/*
 	 * A NAK acknowledges everything before its PSN; one for a PSN
@@ -445,6 +555,20 @@ static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
 		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
 		return;
 	}
+	/*
+	 * So is a sequence NAK for a PSN the requester has sent again since
+	 * it last went back, if it comes sooner than a round trip after
+	 * that go-back: the packet that made the responder NAK was sent
+	 * before the resend (a packet sent after it cannot be answered yet),
+	 * so the resend is still on its way, and going back once more would
+	 * send the whole window a third time.  If the resend was lost after
+	 * all, the probe timer finds the hole unfilled and goes back.
+	 */
+	stale = syn == REMU_AETH_NAK_PSN_SEQ_ERR && e->probing &&
+		e->rtt_min_us && !remu_psn_before(psn, e->gb_psn) &&
+		remu_psn_before(psn, e->psn) &&
+		ktime_get_ns() - e->gb_t < (u64)e->rtt_min_us * NSEC_PER_USEC;
+	remu_comp_rtt_end(qp, (psn - 1) & REMU_PSN_MASK);
 	remu_comp_upto(qp, psn, false);
 	remu_comp_progress(qp, psn, false);
 	if ((syn & REMU_AETH_TYPE_MASK) == REMU_AETH_RNR_NAK) {
@@ -463,6 +587,7 @@ static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
 		trace_remu_rnr(qp, psn, REMU_RNR_NAK_RCVD, remu_rnr_usecs(syn),
 			       e->rnr_left);
 		trace_remu_retransmit(qp, psn, REMU_RETX_RNR, e->rnr_left);
+		remu_comp_probe_stop(qp);
 		remu_req_go_back(qp, psn);
 		e->rnr_wait = true;
 		mod_timer(&e->timer, jiffies +
@@ -471,8 +596,15 @@ static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
 	}
 	if (syn == REMU_AETH_NAK_PSN_SEQ_ERR) {
 		remu_count(qp->rdev, REMU_CNT_RCV_SEQ_ERR);
+		if (stale) {
+			remu_count(qp->rdev, REMU_CNT_STALE_SEQ_NAK);
+			remu_comp_probe_arm(qp, psn, false);
+			return;
+		}
 		trace_remu_retransmit(qp, psn, REMU_RETX_SEQ_NAK, e->retries);
 		remu_req_go_back(qp, psn);
+		e->probes = 0;
+		remu_comp_probe_arm(qp, psn, true);
 		return;
 	}
 	remu_comp_fail(qp, remu_nak_status(syn));
@@ -510,6 +642,7 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		goto done;
 	}
 	if (cb->opcode == IB_OPCODE_RC_ACKNOWLEDGE) {
+		remu_comp_rtt_end(qp, psn);
 		remu_comp_progress(qp, psn + 1,
 				   remu_comp_upto(qp, psn, true) > 0);
 		sw = &e->st[q->cons & q->mask];
@@ -634,6 +767,8 @@ void remu_comp_timeout(struct remu_qp *qp)
 	remu_count(qp->rdev, REMU_CNT_COMP_RETRY);
 	psn = remu_comp_resume_psn(qp);
 	trace_remu_retransmit(qp, psn, REMU_RETX_TIMEOUT, e->retries);
+	/* the timer's go-back stands on its own: no probe, no stale NAK */
+	remu_comp_probe_stop(qp);
 	remu_req_go_back(qp, psn);
 	remu_comp_arm(qp);
 }

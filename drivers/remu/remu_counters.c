@@ -37,6 +37,8 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_RETRY_EXCEEDED]	= { .name = "retry_exceeded_err" },
 	[REMU_CNT_RNR_RETRY_EXCEEDED]	= { .name = "retry_rnr_exceeded_err" },
 	[REMU_CNT_COMP_RETRY]		= { .name = "completer_retry_err" },
+	[REMU_CNT_RETRY_PROBE]		= { .name = "retry_probe" },
+	[REMU_CNT_STALE_SEQ_NAK]	= { .name = "stale_seq_nak" },
 	[REMU_CNT_RDMA_SEND]		= { .name = "rdma_sends" },
 	[REMU_CNT_RDMA_RECV]		= { .name = "rdma_recvs" },
 	[REMU_CNT_INLINE_RECV]		= { .name = "inline_recvs" },

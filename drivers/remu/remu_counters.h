@@ -40,6 +40,10 @@ enum remu_counter {
 	REMU_CNT_RETRY_EXCEEDED,
 	REMU_CNT_RNR_RETRY_EXCEEDED,
 	REMU_CNT_COMP_RETRY,
+	REMU_CNT_RETRY_PROBE,		/* resent after a go-back left the
+					 * hole unfilled for ~2 round trips */
+	REMU_CNT_STALE_SEQ_NAK,		/* sequence NAK for a resend still on
+					 * its way: no go-back */
 	REMU_CNT_RDMA_SEND,
 	REMU_CNT_RDMA_RECV,
 	REMU_CNT_INLINE_RECV,		/* receives delivered through the CQE */

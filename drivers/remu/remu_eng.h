@@ -159,7 +159,19 @@ struct remu_rd_res {
  * @rnr_left:	RNR retries left (7 = infinite)
  * @rnr_wait:	waiting for the RNR timer
  * @timer:	retransmit / RNR timer; queues the work
- * @timed_out:	the timer fired (bit 0)
+ * @ptimer:	probe timer (remu_comp.c): after a go-back, resend again
+ *		if the hole is not filled within about two round trips
+ * @timed_out:	the timer fired (bit 0), the probe timer fired (bit 1)
+ * @rtt_t:	RC: ktime (ns) at which @rtt_psn was first sent, 0: no
+ *		round trip being timed
+ * @rtt_psn:	the AckReq packet being timed
+ * @srtt_us:	smoothed round trip (us; 0: not measured yet)
+ * @rtt_min_us:	the least recent round trip (us), slowly aged upwards
+ * @gb_t:	ktime (ns) of the last go-back (NAK, probe, timer)
+ * @gb_psn:	the hole the go-back resends: the PSN it went back to,
+ *		or that of a NAK judged stale since
+ * @probing:	the probe timer covers the go-back to @gb_psn
+ * @probes:	probes sent since the last go-back for another hole
  * @run:	REMU_ENG_RUNNING while remu_eng_run() runs, REMU_ENG_AGAIN
  *		when a packet was queued on @rxq since it last looked
  *		(remu_eng_kick())
@@ -207,7 +219,16 @@ struct remu_qp_eng {
 	u8 rnr_left;
 	bool rnr_wait;
 	struct timer_list timer;
+	struct timer_list ptimer;
 	unsigned long timed_out;
+	u64 rtt_t;
+	u32 rtt_psn;
+	u32 srtt_us;
+	u32 rtt_min_us;
+	u64 gb_t;
+	u32 gb_psn;
+	bool probing;
+	u8 probes;
 	unsigned long run;
 
 	u32 rpsn;
@@ -307,6 +328,8 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb);
 /* completer */
 void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb);
 void remu_comp_timeout(struct remu_qp *qp);
+void remu_comp_probe(struct remu_qp *qp);
+void remu_comp_rtt_start(struct remu_qp *qp, u32 psn);
 void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status);
 void remu_comp_fail_wqe(struct remu_qp *qp, u32 idx, int status);
 void remu_comp_arm(struct remu_qp *qp);

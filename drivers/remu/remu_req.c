@@ -60,6 +60,14 @@ static void remu_eng_timer(struct timer_list *t)
 	queue_work(remu_wq, &qp->send_work);
 }
 
+static void remu_eng_ptimer(struct timer_list *t)
+{
+	struct remu_qp *qp = from_timer(qp, t, eng.ptimer);
+
+	set_bit(1, &qp->eng.timed_out);
+	queue_work(remu_wq, &qp->send_work);
+}
+
 int remu_eng_init(struct remu_qp *qp)
 {
 	struct remu_qp_eng *e = &qp->eng;
@@ -68,6 +76,7 @@ int remu_eng_init(struct remu_qp *qp)
 
 	skb_queue_head_init(&e->rxq);
 	timer_setup(&e->timer, remu_eng_timer, 0);
+	timer_setup(&e->ptimer, remu_eng_ptimer, 0);
 	/* every transport: remu_req_av() (RC/UC) uses it, destroy frees it */
 	if (dst_cache_init(&e->dst_cache, gfp))
 		return -ENOMEM;
@@ -103,6 +112,7 @@ void remu_eng_fini(struct remu_qp *qp)
 	struct remu_qp_eng *e = &qp->eng;
 
 	timer_shutdown_sync(&e->timer);
+	timer_shutdown_sync(&e->ptimer);
 	cancel_work_sync(&qp->send_work);
 	skb_queue_purge(&e->rxq);
 	kvfree(e->st);
@@ -119,6 +129,12 @@ void remu_eng_reset(struct remu_qp *qp)
 	struct remu_qp_eng *e = &qp->eng;
 
 	del_timer(&e->timer);
+	del_timer(&e->ptimer);
+	e->probing = false;
+	/* the next connection may take another path: measure it anew */
+	e->rtt_t = 0;
+	e->srtt_us = 0;
+	e->rtt_min_us = 0;
 	skb_queue_purge(&e->rxq);
 	memset(e->st, 0, qp->sq.ring.num_slots * sizeof(*e->st));
 	e->rd_out = 0;
@@ -180,6 +196,7 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 		break;
 	case IB_QPS_ERR:
 		del_timer(&e->timer);
+		del_timer(&e->ptimer);
 		break;
 	default:
 		break;
@@ -262,6 +279,8 @@ again:
 	}
 	if (test_and_clear_bit(0, &e->timed_out))
 		remu_comp_timeout(qp);
+	if (test_and_clear_bit(1, &e->timed_out))
+		remu_comp_probe(qp);
 	if (READ_ONCE(qp->state) == IB_QPS_RTS)
 		remu_req_run(qp);
 	if (budget > 0 && test_bit(REMU_ENG_AGAIN, &e->run))
@@ -586,6 +605,11 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 	     w->opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
 	     w->opcode == IB_UVERBS_WR_SEND_WITH_INV))
 		remu_count(rdev, REMU_CNT_RDMA_SEND);
+	/* time a round trip: the first sending of an RC packet that asks for an ACK */
+	if (type == IB_QPT_RC && !rd && !qp->eng.rtt_t &&
+	    (last || (psn % REMU_ACK_EVERY) == 0) &&
+	    !remu_psn_before(psn, qp->eng.sent_end))
+		remu_comp_rtt_start(qp, psn);
 	remu_net_xmit(rdev, av, skb);	/* a lost packet is retransmitted */
 	/* responses may now come up to here (READ: one per response) */
 	psn = rd ? sw->first_psn + sw->npkts : psn + 1;
@@ -680,6 +704,10 @@ void remu_req_go_back(struct remu_qp *qp, u32 psn)
 	struct remu_queue *q = &qp->sq.ring;
 	u32 old = e->head, idx;
 	bool moved = false;
+
+	/* the packet being timed is sent again: its ACK times nothing */
+	if (e->rtt_t && !remu_psn_before(e->rtt_psn, psn))
+		e->rtt_t = 0;
 
 	for (idx = q->cons; idx - q->cons <= old - q->cons; idx++) {
 		struct remu_swqe *sw = &e->st[idx & q->mask];

@@ -84,6 +84,7 @@ enum remu_trace_retx {
 	REMU_RETX_SEQ_NAK,	/* the responder NAKed a PSN sequence error */
 	REMU_RETX_RNR,		/* after an RNR NAK's wait */
 	REMU_RETX_READ_GAP,	/* READ/atomic responses missing: asked again */
+	REMU_RETX_PROBE,	/* a go-back made no progress within the RTT probe */
 };
 
 /** enum remu_trace_rnr - which side of an RNR (remu_rnr) */
@@ -203,6 +204,7 @@ TRACE_DEFINE_ENUM(REMU_RETX_TIMEOUT);
 TRACE_DEFINE_ENUM(REMU_RETX_SEQ_NAK);
 TRACE_DEFINE_ENUM(REMU_RETX_RNR);
 TRACE_DEFINE_ENUM(REMU_RETX_READ_GAP);
+TRACE_DEFINE_ENUM(REMU_RETX_PROBE);
 TRACE_DEFINE_ENUM(REMU_RNR_NAK_SENT);
 TRACE_DEFINE_ENUM(REMU_RNR_NAK_RCVD);
 TRACE_DEFINE_ENUM(REMU_RNR_EXCEEDED);
@@ -715,7 +717,8 @@ TRACE_EVENT(remu_retransmit,
 				   { REMU_RETX_TIMEOUT, "timeout" },
 				   { REMU_RETX_SEQ_NAK, "seq_nak" },
 				   { REMU_RETX_RNR, "rnr" },
-				   { REMU_RETX_READ_GAP, "read_gap" }),
+				   { REMU_RETX_READ_GAP, "read_gap" },
+				   { REMU_RETX_PROBE, "probe" }),
 		  __entry->left)
 );
 
