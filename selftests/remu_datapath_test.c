@@ -6,7 +6,10 @@
  * moves patterned data with SEND/RECV, RDMA WRITE and RDMA READ using
  * three SGEs on each side at unaligned addresses, for lengths that are
  * not multiples of the MTU (1, 4095, 4097, 65537, 1 MiB), comparing every
- * byte and the completions' byte_len.  Then the rest of the data path:
+ * byte and the completions' byte_len; payload_by_reference checks that
+ * RC payload from pinned and ODP MRs leaves as page frags (tx_frag_pkts)
+ * and that short payloads, inline data and device memory are copied.
+ * Then the rest of the data path:
  * immediate data (SEND_WITH_IMM, RDMA_WRITE_WITH_IMM), inline sends up to
  * max_inline, atomics (FETCH_ADD and CMP_SWP value for value, 2 x 500
  * concurrent FETCH_ADDs from two QPs, a misaligned target), the error
@@ -43,6 +46,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/mman.h>
 
 #include "kselftest_harness.h"
 #include "remu_test.h"
@@ -313,6 +317,171 @@ TEST_F(dp, rdma_read)
 		EXPECT_EQ(IBV_WC_RDMA_READ, wc.opcode);
 		EXPECT_EQ(-1, cmp_sges(rs, ls)) TH_LOG("len %u", lens[i]);
 	}
+}
+
+/* tx_frag_pkts of both devices (once if the same), hw_stats cache waited out */
+static long long frag_pkts(const char *da, const char *db)
+{
+	long long a = remu_hw_counter(da, "tx_frag_pkts", true);
+
+	if (a < 0 || !strcmp(da, db))
+		return a;
+	return a + remu_hw_counter(db, "tx_frag_pkts", false);
+}
+
+/* packets of a @len-byte message that carry REMU_FRAG_MIN_PAYLOAD or more */
+static long long ref_pkts(uint32_t len, uint32_t mtu)
+{
+	long long n = 0;
+	uint32_t off;
+
+	for (off = 0; off < len; off += mtu)
+		n += (len - off < mtu ? len - off : mtu) >= 256;
+	return n;
+}
+
+static void pattern(uint8_t *p, uint32_t len, uint32_t seed)
+{
+	uint32_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed + i * 13 + (i >> 9));
+}
+
+/*
+ * Payload by reference (docs/performance.md, "Removing the costs" 5): a
+ * WRITE's request packets and a READ's responses from ordinary MRs (pinned
+ * and ODP) of 256 bytes or more leave as page frags (tx_frag_pkts counts
+ * each), the data arriving byte for byte; shorter payloads, inline data and
+ * device memory are copied (tx_frag_pkts does not move).
+ */
+TEST_F(dp, payload_by_reference)
+{
+	const char *da = variant->dev_a, *db = variant->dev_b;
+	uint8_t *sa = self->a.buf + 1, *sb = self->b.buf + 7;
+	struct ibv_qp_init_attr ia;
+	struct ibv_qp_attr qa;
+	struct ibv_sge sge;
+	struct ibv_send_wr swr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+				   .opcode = IBV_WR_RDMA_WRITE,
+				   .send_flags = IBV_SEND_SIGNALED |
+						 IBV_SEND_INLINE };
+	struct ibv_wc wc;
+	struct ibv_alloc_dm_attr dattr = { .length = 16384 };
+	struct ibv_dm *dm;
+	struct ibv_mr *dmr, *omr;
+	uint32_t mtu, len;
+	long long f0;
+	uint8_t *odp;
+
+	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &qa, IBV_QP_PATH_MTU |
+				  IBV_QP_CAP, &ia));
+	mtu = 128u << qa.path_mtu;
+	len = 16 * mtu + 100;	/* the last packet is copied */
+	ASSERT_LE(len + 16, BUF_SIZE);
+
+	/* WRITE from a pinned MR: the request packets */
+	pattern(sa, len, 1);
+	memset(self->b.buf, 0xee, BUF_SIZE);
+	f0 = frag_pkts(da, db);
+	ASSERT_LE(0, f0) TH_LOG("no tx_frag_pkts counter");
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  remu_rdma1(self->a.qp, self->a.cq, IBV_WR_RDMA_WRITE,
+			     (uintptr_t)sa, self->a.mr->lkey, len,
+			     (uintptr_t)sb, self->b.mr->rkey, 20));
+	EXPECT_EQ(-1, remu_cmp(sa, sb, len));
+	EXPECT_EQ(0xee, sb[-1]);
+	EXPECT_EQ(0xee, sb[len]);
+	EXPECT_LE(f0 + ref_pkts(len, mtu), frag_pkts(da, db));
+
+	/* READ of a pinned MR: the responses */
+	pattern(sb, len, 2);
+	memset(self->a.buf, 0xee, BUF_SIZE);
+	f0 = frag_pkts(da, db);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  remu_rdma1(self->a.qp, self->a.cq, IBV_WR_RDMA_READ,
+			     (uintptr_t)sa, self->a.mr->lkey, len,
+			     (uintptr_t)sb, self->b.mr->rkey, 20));
+	EXPECT_EQ(-1, remu_cmp(sb, sa, len));
+	EXPECT_EQ(0xee, sa[-1]);
+	EXPECT_EQ(0xee, sa[len]);
+	EXPECT_LE(f0 + ref_pkts(len, mtu), frag_pkts(da, db));
+
+	/* below the threshold: copied */
+	pattern(sa, 255, 3);
+	f0 = frag_pkts(da, db);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  remu_rdma1(self->a.qp, self->a.cq, IBV_WR_RDMA_WRITE,
+			     (uintptr_t)sa, self->a.mr->lkey, 255,
+			     (uintptr_t)sb, self->b.mr->rkey, 20));
+	EXPECT_EQ(-1, remu_cmp(sa, sb, 255));
+	EXPECT_EQ(f0, frag_pkts(da, db));
+
+	/* inline data (in the WQE, no MR): copied */
+	ASSERT_GE(qa.cap.max_inline_data, 256);
+	pattern(sa, 256, 4);
+	sge = (struct ibv_sge){ (uintptr_t)sa, 256, 0 };
+	swr.wr.rdma.remote_addr = (uintptr_t)sb;
+	swr.wr.rdma.rkey = self->b.mr->rkey;
+	f0 = frag_pkts(da, db);
+	ASSERT_EQ(0, remu_post_send(self->a.qp, &swr));
+	ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+	EXPECT_EQ(-1, remu_cmp(sa, sb, 256));
+	EXPECT_EQ(f0, frag_pkts(da, db));
+
+	/* device memory, as the WRITE's source and as the READ's: copied */
+	dm = ibv_alloc_dm(self->a.ctx, &dattr);
+	ASSERT_NE(NULL, dm);
+	dmr = ibv_reg_dm_mr(self->a.pd, dm, 0, dattr.length,
+			    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+			    IBV_ACCESS_ZERO_BASED);
+	ASSERT_NE(NULL, dmr);
+	pattern(self->b.buf, dattr.length, 5);
+	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, self->b.buf, dattr.length));
+	memset(self->b.buf, 0xee, BUF_SIZE);
+	f0 = frag_pkts(da, db);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  remu_rdma1(self->a.qp, self->a.cq, IBV_WR_RDMA_WRITE, 0,
+			     dmr->lkey, dattr.length, (uintptr_t)sb,
+			     self->b.mr->rkey, 20));
+	/* b's READ of a's device memory: a's responder copies it */
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  remu_rdma1(self->b.qp, self->b.cq, IBV_WR_RDMA_READ,
+			     (uintptr_t)self->b.buf + 65536, self->b.mr->lkey,
+			     dattr.length, 0, dmr->rkey, 20));
+	EXPECT_EQ(f0, frag_pkts(da, db));
+	ASSERT_EQ(0, ibv_memcpy_from_dm(sa, dm, 0, dattr.length));
+	EXPECT_EQ(-1, remu_cmp(sa, sb, dattr.length));
+	EXPECT_EQ(-1, remu_cmp(sa, self->b.buf + 65536, dattr.length));
+	EXPECT_EQ(0, ibv_dereg_mr(dmr));
+	EXPECT_EQ(0, ibv_free_dm(dm));
+
+	/* an ODP MR: its present pages go by reference, both ways */
+	odp = mmap(NULL, 2 * BUF_SIZE, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, odp);
+	omr = ibv_reg_mr(self->a.pd, odp, 2 * BUF_SIZE,
+			 IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE |
+			 IBV_ACCESS_REMOTE_READ);
+	ASSERT_NE(NULL, omr) TH_LOG("ODP registration: %s", strerror(errno));
+	pattern(odp + 3, len, 6);
+	memset(self->b.buf, 0xee, BUF_SIZE);
+	f0 = frag_pkts(da, db);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  remu_rdma1(self->a.qp, self->a.cq, IBV_WR_RDMA_WRITE,
+			     (uintptr_t)odp + 3, omr->lkey, len,
+			     (uintptr_t)sb, self->b.mr->rkey, 20));
+	EXPECT_EQ(-1, remu_cmp(odp + 3, sb, len));
+	EXPECT_LE(f0 + ref_pkts(len, mtu), frag_pkts(da, db));
+	f0 = frag_pkts(da, db);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  remu_rdma1(self->b.qp, self->b.cq, IBV_WR_RDMA_READ,
+			     (uintptr_t)self->b.buf + 9, self->b.mr->lkey, len,
+			     (uintptr_t)odp + 3, omr->rkey, 20));
+	EXPECT_EQ(-1, remu_cmp(odp + 3, self->b.buf + 9, len));
+	EXPECT_LE(f0 + ref_pkts(len, mtu), frag_pkts(da, db));
+	EXPECT_EQ(0, ibv_dereg_mr(omr));
+	EXPECT_EQ(0, munmap(odp, 2 * BUF_SIZE));
 }
 
 static int post1(struct ibv_qp *qp, struct ibv_send_wr *wr)

@@ -465,16 +465,13 @@ static int remu_comp_read_resp(struct remu_qp *qp, u32 idx,
 			return REMU_COMP_DROPPED;
 		}
 	}
-	if (skb_linearize(skb)) {
-		remu_count(qp->rdev, REMU_CNT_RCVD_NO_MEM);
-		return REMU_COMP_DROPPED;	/* as if lost */
-	}
+	/* straight from the skb, linear part and page frags alike */
 	if (cb->paylen)
-		err = remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd),
-				    (struct remu_sge *)(w + 1), w->num_sge,
-				    (u64)k * e->mtu, skb->data + cb->hdr_len,
-				    cb->paylen, REMU_TO_MR,
-				    IB_ACCESS_LOCAL_WRITE);
+		err = remu_sge_copy_skb(qp->rdev, to_remu_pd(qp->ib_qp.pd),
+					(struct remu_sge *)(w + 1), w->num_sge,
+					(u64)k * e->mtu, skb, cb->hdr_len,
+					cb->paylen, REMU_TO_MR,
+					IB_ACCESS_LOCAL_WRITE);
 	if (err)
 		return err == -EMSGSIZE ? IB_WC_LOC_LEN_ERR :
 					  IB_WC_LOC_PROT_ERR;

@@ -26,6 +26,7 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_RCVD_NO_QP]		= { .name = "rcvd_no_qp" },
 	[REMU_CNT_SEND_ERR]		= { .name = "send_err" },
 	[REMU_CNT_LOOPBACK_PKTS]	= { .name = "loopback_pkts" },
+	[REMU_CNT_TX_FRAG_PKTS]		= { .name = "tx_frag_pkts" },
 	[REMU_CNT_RCVD_MCAST_PKTS]	= { .name = "rcvd_mcast_pkts" },
 	[REMU_CNT_RCVD_MCAST_NO_QP]	= { .name = "rcvd_mcast_no_qp" },
 	[REMU_CNT_DUP_REQ]		= { .name = "duplicate_request" },

@@ -26,6 +26,8 @@ enum remu_counter {
 	REMU_CNT_SEND_ERR,
 	REMU_CNT_LOOPBACK_PKTS,		/* of sent_pkts: handed to a remu
 					 * device of this namespace directly */
+	REMU_CNT_TX_FRAG_PKTS,		/* of the packets sent: payload by
+					 * reference (page frags), no copy */
 	/* multicast (remu_mcast.c) */
 	REMU_CNT_RCVD_MCAST_PKTS,	/* to a group with attached QPs */
 	REMU_CNT_RCVD_MCAST_NO_QP,	/* to a group with none: dropped */

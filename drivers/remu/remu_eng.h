@@ -64,6 +64,8 @@ static inline struct remu_skb_cb *remu_cb(struct sk_buff *skb)
  * @asked:	READ/atomic: @rcvd + 1 once the completer asked again for
  *		what is missing at @rcvd (0: not); once per gap, then the timer
  * @len:	message length
+ * @copy:	its payload cannot go by reference (remu_sge_frag_skb()
+ *		refused it once): every packet copies it
  */
 struct remu_swqe {
 	bool valid;
@@ -75,6 +77,7 @@ struct remu_swqe {
 	u8 map;
 	u32 asked;
 	u32 len;
+	bool copy;
 };
 
 /**

@@ -404,6 +404,65 @@ int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 }
 REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_copy_skb, REMU_TEST);
 
+/*
+ * Backings whose pages may be handed to the network stack by reference:
+ * ordinary process memory with struct pages.  UMEM pages are pinned for
+ * the MR's life; an ODP page is referenced under the umem_mutex that
+ * ->map() holds, so an invalidation cannot take it away in between.
+ * Kernel and fast-reg MRs (their memory may be slab), device memory,
+ * dma-buf and indirect keys are always copied.
+ */
+static bool remu_mr_can_frag(const struct remu_mr *mr)
+{
+	return mr->kind == REMU_MR_UMEM || mr->kind == REMU_MR_ODP;
+}
+
+int remu_mr_frag_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
+		     u64 len)
+{
+	struct skb_shared_info *sh = skb_shinfo(skb);
+	u64 off, done = 0;
+	int err;
+
+	might_sleep();
+	if (!remu_mr_can_frag(mr))
+		return -EOPNOTSUPP;
+	if (!remu_mr_in_bounds(mr, iova, len))
+		return -ERANGE;
+	off = iova - mr->iova;
+	while (done < len) {
+		struct remu_mr_seg seg;
+		int i = sh->nr_frags;
+
+		err = remu_mr_map_seg(mr, off + done, len - done, false, &seg);
+		if (err)
+			return err;
+		if (!seg.page) {
+			err = -EOPNOTSUPP;
+		} else if (i && skb_can_coalesce(skb, i, seg.page,
+						 seg.offset)) {
+			skb_frag_size_add(&sh->frags[i - 1], seg.len);
+		} else if (i >= REMU_FRAG_MAX) {
+			err = -E2BIG;
+		} else {
+			/* under ->map(): the page cannot go away meanwhile */
+			get_page(seg.page);
+			skb_fill_page_desc(skb, i, seg.page, seg.offset,
+					   seg.len);
+		}
+		remu_mr_unmap_seg(mr, &seg);
+		if (err)
+			return err;
+		skb->len += seg.len;
+		skb->data_len += seg.len;
+		skb->truesize += seg.len;
+		done += seg.len;
+	}
+	/* process memory the owner may write while the skb is in flight */
+	sh->flags |= SKBFL_SHARED_FRAG;
+	return 0;
+}
+
 int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
 		   u64 a, u64 b, u64 *orig)
 {
@@ -482,11 +541,23 @@ int remu_mr_flush(struct remu_mr *mr, u64 iova, u64 len, bool persistent)
 	return err;
 }
 
-int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
-		  const struct remu_sge *sges, int n, u64 offset, void *buf,
-		  u64 len, enum remu_copy_dir dir, unsigned int access)
+/* what remu_sge_walk() does with each SGE's piece (@done bytes before it) */
+struct remu_sge_op {
+	int (*fn)(struct remu_mr *mr, u64 iova, u64 len, u64 done,
+		  const struct remu_sge_op *op);
+	void *buf;
+	struct sk_buff *skb;
+	int skb_off;
+	enum remu_copy_dir dir;
+};
+
+/* the one loop over an SGE list: lookup, check, then @op on each piece */
+static int remu_sge_walk(struct remu_dev *rdev, struct remu_pd *pd,
+			 const struct remu_sge *sges, int n, u64 offset,
+			 u64 len, unsigned int access,
+			 const struct remu_sge_op *op)
 {
-	u8 *p = buf;
+	u64 done = 0;
 	int i, err;
 
 	for (i = 0; i < n && len; i++) {
@@ -506,17 +577,71 @@ int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
 			return -ENOENT;
 		err = remu_mr_check(mr, pd, iova, here, access);
 		if (!err)
-			err = remu_mr_copy(mr, iova, p, here, dir);
+			err = op->fn(mr, iova, here, done, op);
 		remu_mr_put(mr);
 		if (err)
 			return err;
-		p += here;
+		done += here;
 		len -= here;
 		offset = 0;
 	}
 	return len ? -EMSGSIZE : 0;
 }
+
+static int remu_sge_op_buf(struct remu_mr *mr, u64 iova, u64 len, u64 done,
+			   const struct remu_sge_op *op)
+{
+	return remu_mr_copy(mr, iova, (u8 *)op->buf + done, len, op->dir);
+}
+
+int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
+		  const struct remu_sge *sges, int n, u64 offset, void *buf,
+		  u64 len, enum remu_copy_dir dir, unsigned int access)
+{
+	struct remu_sge_op op = {
+		.fn = remu_sge_op_buf, .buf = buf, .dir = dir,
+	};
+
+	return remu_sge_walk(rdev, pd, sges, n, offset, len, access, &op);
+}
 REMU_EXPORT_SYMBOL_NS_GPL(remu_sge_copy, REMU_TEST);
+
+static int remu_sge_op_skb(struct remu_mr *mr, u64 iova, u64 len, u64 done,
+			   const struct remu_sge_op *op)
+{
+	return remu_mr_copy_skb(mr, iova, op->skb, op->skb_off + (int)done,
+				len, op->dir);
+}
+
+int remu_sge_copy_skb(struct remu_dev *rdev, struct remu_pd *pd,
+		      const struct remu_sge *sges, int n, u64 offset,
+		      struct sk_buff *skb, int skb_off, u64 len,
+		      enum remu_copy_dir dir, unsigned int access)
+{
+	struct remu_sge_op op = {
+		.fn = remu_sge_op_skb, .skb = skb, .skb_off = skb_off,
+		.dir = dir,
+	};
+
+	if (skb_off < 0 || len > skb->len || skb_off > skb->len - len)
+		return -EFAULT;
+	return remu_sge_walk(rdev, pd, sges, n, offset, len, access, &op);
+}
+
+static int remu_sge_op_frag(struct remu_mr *mr, u64 iova, u64 len, u64 done,
+			    const struct remu_sge_op *op)
+{
+	return remu_mr_frag_skb(mr, iova, op->skb, len);
+}
+
+int remu_sge_frag_skb(struct remu_dev *rdev, struct remu_pd *pd,
+		      const struct remu_sge *sges, int n, u64 offset,
+		      struct sk_buff *skb, u64 len)
+{
+	struct remu_sge_op op = { .fn = remu_sge_op_frag, .skb = skb };
+
+	return remu_sge_walk(rdev, pd, sges, n, offset, len, 0, &op);
+}
 
 int remu_mr_user_va(struct remu_mr *mr, u64 iova, u64 *va)
 {

@@ -386,6 +386,35 @@ int remu_mr_copy(struct remu_mr *mr, u64 iova, void *buf, u64 len,
 int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 		     int skb_off, u64 len, enum remu_copy_dir dir);
 
+/* page frags remu_mr_frag_skb() fills; one more is kept for the ICRC */
+#define REMU_FRAG_MAX		(MAX_SKB_FRAGS - 1)
+
+/**
+ * remu_mr_frag_skb - append MR memory to a packet by reference
+ * @mr:		MR with a reference held, already checked
+ * @iova:	first byte in the MR
+ * @skb:	packet being built; the bytes go after its last frag
+ * @len:	bytes
+ *
+ * Each page of [@iova, @iova + @len) is referenced (get_page) and attached
+ * as a page fragment (contiguous pieces of one page are merged);
+ * skb->len, data_len and truesize grow by @len, and the skb is marked
+ * SKBFL_SHARED_FRAG (the frags are process memory the owner may write
+ * meanwhile).  Only UMEM and ODP MRs qualify; an ODP page is referenced
+ * under the umem_mutex that ->map() holds.  The references keep the pages
+ * alive after the MR is deregistered or the range invalidated; the bytes
+ * are what the memory held when the ICRC was computed, or the peer drops
+ * the packet for its ICRC (see docs/performance.md, step 5).
+ *
+ * Context: process context, may sleep (ODP faults).
+ * Return: 0; -EOPNOTSUPP (another backing, or a page without struct
+ * page) or -E2BIG (more than REMU_FRAG_MAX frags): the caller copies
+ * instead; -ERANGE, -EFAULT as remu_mr_copy().  On error some frags may
+ * have been attached: the caller frees @skb.
+ */
+int remu_mr_frag_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
+		     u64 len);
+
 /**
  * remu_mr_atomic - 64-bit compare-and-swap or fetch-and-add in an MR
  * @mr:		MR with a reference held, checked for IB_ACCESS_REMOTE_ATOMIC
@@ -434,6 +463,30 @@ int remu_mr_flush(struct remu_mr *mr, u64 iova, u64 len, bool persistent);
 int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
 		  const struct remu_sge *sges, int n, u64 offset, void *buf,
 		  u64 len, enum remu_copy_dir dir, unsigned int access);
+
+/**
+ * remu_sge_copy_skb - remu_sge_copy() to or from packet payload
+ * @skb, @skb_off: the packet and the offset of the bytes in it (linear
+ *		part and page frags alike)
+ * Other parameters, context and return: as remu_sge_copy(); -EFAULT also
+ * if @skb is shorter than @skb_off + @len.
+ */
+int remu_sge_copy_skb(struct remu_dev *rdev, struct remu_pd *pd,
+		      const struct remu_sge *sges, int n, u64 offset,
+		      struct sk_buff *skb, int skb_off, u64 len,
+		      enum remu_copy_dir dir, unsigned int access);
+
+/**
+ * remu_sge_frag_skb - gather an SGE list into @skb by reference
+ * @rdev, @pd, @sges, @n, @offset, @len: as remu_sge_copy() (a local read)
+ * @skb:	packet being built: remu_mr_frag_skb() for each piece
+ *
+ * Return: as remu_sge_copy(), or -EOPNOTSUPP / -E2BIG when a piece cannot
+ * be referenced (see remu_mr_frag_skb()): free @skb and copy instead.
+ */
+int remu_sge_frag_skb(struct remu_dev *rdev, struct remu_pd *pd,
+		      const struct remu_sge *sges, int n, u64 offset,
+		      struct sk_buff *skb, u64 len);
 
 /**
  * remu_mr_user_va - the process address behind @iova of a host-memory MR

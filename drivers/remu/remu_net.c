@@ -15,7 +15,11 @@
  *   the namespace (rdma_rxe binds it in the initial one), newlink fails
  *   with EADDRINUSE.
  * - transmit: remu_net_alloc_skb() gives the engines an skb with room for
- *   every header and the BTH laid out; remu_net_xmit() routes it in the
+ *   every header and the BTH laid out, and the payload in its linear part;
+ *   remu_net_alloc_skb_ref() one whose payload the engines attach by
+ *   reference as page frags of the memory region, and remu_net_end_ref()
+ *   appends its pad and ICRC as one more frag (tx_frag_pkts counts them
+ *   at remu_net_xmit()); remu_net_xmit() routes it in the
  *   netdev's namespace (an RC/UC QP's route is kept in the QP's per-CPU
  *   dst_cache, remu_av.dcache, and looked up again only when the route
  *   is no longer valid or the path changed), adds UDP and IPv4/IPv6
@@ -289,43 +293,36 @@ int remu_av_from_attr(struct remu_dev *rdev, const struct rdma_ah_attr *attr,
 	return 0;
 }
 
-/**
- * remu_net_alloc_skb - allocate a packet for the engines to fill
- * @rdev: the sending device
- * @av: where it goes (for the header room and the network fields of @pkt)
- * @paylen: payload bytes (the pad to a multiple of 4 is added here)
- * @pkt: in: @pkt->opcode, a valid opcode; out: every other field
- *
- * The skb's data starts at the BTH; it holds the BTH and extended headers
- * (zeroed, except opcode, PadCnt and TVer in the BTH and the default
- * P_Key), then @paylen bytes of payload for the caller to fill in full
- * (at skb->data + pkt->hdr_len; not initialised here), then the zeroed
- * pad and ICRC.  Room for IP, UDP and the link layer header is reserved.
- *
- * Context: any (GFP_ATOMIC).
- * Return: the skb, or NULL when out of memory.
+/*
+ * The packet of remu_net_alloc_skb(); with @by_ref, the payload, pad and
+ * ICRC are left out of the linear part (remu_net_alloc_skb_ref()).
  */
-struct sk_buff *remu_net_alloc_skb(struct remu_dev *rdev,
-				   const struct remu_av *av,
-				   unsigned int paylen, struct remu_pkt *pkt)
+static struct sk_buff *remu_net_alloc(struct remu_dev *rdev,
+				      const struct remu_av *av,
+				      unsigned int paylen,
+				      struct remu_pkt *pkt, bool by_ref)
 {
 	const struct remu_opcode_info *info = &remu_opcode[pkt->opcode];
 	struct net_device *ndev = rdev->ndev;
 	unsigned int pad = -paylen & 3;
-	unsigned int room;
+	unsigned int room, tail;
 	struct sk_buff *skb;
 
 	room = LL_RESERVED_SPACE(ndev) + sizeof(struct udphdr) +
 	       (av->family == AF_INET ? sizeof(struct iphdr) :
 					sizeof(struct ipv6hdr));
-	skb = alloc_skb(room + info->length + paylen + pad + REMU_ICRC_LEN +
-			ndev->needed_tailroom, GFP_ATOMIC);
+	tail = by_ref ? 0 : paylen + pad + REMU_ICRC_LEN;
+	skb = alloc_skb(room + info->length + tail + ndev->needed_tailroom,
+			GFP_ATOMIC);
 	if (!skb)
 		return NULL;
 	skb_reserve(skb, room);
 	memset(__skb_put(skb, info->length), 0, info->length);
-	__skb_put(skb, paylen);
-	memset(__skb_put(skb, pad + REMU_ICRC_LEN), 0, pad + REMU_ICRC_LEN);
+	if (!by_ref) {
+		__skb_put(skb, paylen);
+		memset(__skb_put(skb, pad + REMU_ICRC_LEN), 0,
+		       pad + REMU_ICRC_LEN);
+	}
 	skb->protocol = htons(av->family == AF_INET ? ETH_P_IP : ETH_P_IPV6);
 
 	pkt->rdev = rdev;
@@ -349,6 +346,84 @@ struct sk_buff *remu_net_alloc_skb(struct remu_dev *rdev,
 	remu_bth_set_flags(pkt->bth, false, false, pad);
 	remu_bth_set_pkey(pkt->bth, REMU_DEFAULT_PKEY);
 	return skb;
+}
+
+/**
+ * remu_net_alloc_skb - allocate a packet for the engines to fill
+ * @rdev: the sending device
+ * @av: where it goes (for the header room and the network fields of @pkt)
+ * @paylen: payload bytes (the pad to a multiple of 4 is added here)
+ * @pkt: in: @pkt->opcode, a valid opcode; out: every other field
+ *
+ * The skb's data starts at the BTH; it holds the BTH and extended headers
+ * (zeroed, except opcode, PadCnt and TVer in the BTH and the default
+ * P_Key), then @paylen bytes of payload for the caller to fill in full
+ * (at skb->data + pkt->hdr_len; not initialised here), then the zeroed
+ * pad and ICRC.  Room for IP, UDP and the link layer header is reserved.
+ *
+ * Context: any (GFP_ATOMIC).
+ * Return: the skb, or NULL when out of memory.
+ */
+struct sk_buff *remu_net_alloc_skb(struct remu_dev *rdev,
+				   const struct remu_av *av,
+				   unsigned int paylen, struct remu_pkt *pkt)
+{
+	return remu_net_alloc(rdev, av, paylen, pkt, false);
+}
+
+/**
+ * remu_net_alloc_skb_ref - allocate a packet whose payload goes by reference
+ * @rdev, @av, @paylen, @pkt: as remu_net_alloc_skb()
+ *
+ * As remu_net_alloc_skb(), but the linear part ends with the headers: the
+ * caller appends the @paylen bytes of payload as page frags
+ * (remu_sge_frag_skb(), remu_mr_frag_skb()), then calls
+ * remu_net_end_ref(), which appends the pad and the ICRC field.
+ *
+ * Context: any (GFP_ATOMIC).
+ * Return: the skb, or NULL when out of memory.
+ */
+struct sk_buff *remu_net_alloc_skb_ref(struct remu_dev *rdev,
+				       const struct remu_av *av,
+				       unsigned int paylen,
+				       struct remu_pkt *pkt)
+{
+	return remu_net_alloc(rdev, av, paylen, pkt, true);
+}
+
+/**
+ * remu_net_end_ref - finish a packet of remu_net_alloc_skb_ref()
+ * @skb: the packet, its payload attached in full
+ * @pkt: as remu_net_alloc_skb_ref() filled it
+ *
+ * Appends the zeroed pad and ICRC field as one more frag, from the
+ * networking core's per-CPU page fragments (no payload byte is copied).
+ *
+ * Context: any.
+ * Return: 0, -ENOMEM, or -E2BIG if the skb has no frag slot left.
+ */
+int remu_net_end_ref(struct sk_buff *skb, const struct remu_pkt *pkt)
+{
+	unsigned int n = pkt->pad + REMU_ICRC_LEN, i;
+	struct page *page;
+	void *p;
+
+	if (WARN_ON_ONCE(skb->len != pkt->hdr_len + pkt->paylen))
+		return -EINVAL;
+	i = skb_shinfo(skb)->nr_frags;
+	if (i >= MAX_SKB_FRAGS)
+		return -E2BIG;
+	p = netdev_alloc_frag(n);
+	if (!p)
+		return -ENOMEM;
+	memset(p, 0, n);
+	page = virt_to_head_page(p);
+	/* the frag's reference is the one netdev_alloc_frag() handed out */
+	skb_fill_page_desc(skb, i, page, p - page_address(page), n);
+	skb->len += n;
+	skb->data_len += n;
+	skb->truesize += SKB_DATA_ALIGN(n);
+	return 0;
 }
 
 /*
@@ -453,6 +528,8 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 	__le32 icrc;
 	int err;
 
+	if (skb_is_nonlinear(skb))
+		remu_count(rdev, REMU_CNT_TX_FRAG_PKTS);
 	trace_remu_pkt_send(rdev, bth, skb->len);
 	dst = remu_route(net, rdev->ndev, av);
 	if (IS_ERR(dst)) {

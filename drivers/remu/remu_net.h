@@ -50,8 +50,20 @@ int remu_av_from_attr(struct remu_dev *rdev, const struct rdma_ah_attr *attr,
 struct sk_buff *remu_net_alloc_skb(struct remu_dev *rdev,
 				   const struct remu_av *av,
 				   unsigned int paylen, struct remu_pkt *pkt);
+struct sk_buff *remu_net_alloc_skb_ref(struct remu_dev *rdev,
+				       const struct remu_av *av,
+				       unsigned int paylen,
+				       struct remu_pkt *pkt);
+int remu_net_end_ref(struct sk_buff *skb, const struct remu_pkt *pkt);
 int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 		  struct sk_buff *skb);
+
+/*
+ * Payloads of at least this many bytes in ordinary process memory (UMEM
+ * and ODP MRs) are sent by reference, as page frags, instead of copied
+ * into the skb (docs/performance.md, step 5).
+ */
+#define REMU_FRAG_MIN_PAYLOAD	256
 
 /* implemented by the engines (today: remu_recv.c) */
 void remu_rcv(struct remu_dev *rdev, struct sk_buff *skb,

@@ -6,8 +6,11 @@
  * Owns: the SQ consumer side while the QP is in RTS: each send WQE is
  * copied out of the ring once (qp->eng.copy) before it is validated or
  * used, given its PSNs, segmented by the path MTU into request packets
- * (payload gathered with remu_sge_copy() or taken from the inline data)
- * and sent with remu_net_xmit().  RC WQEs stay in the ring (slot not
+ * (an RC payload of REMU_FRAG_MIN_PAYLOAD bytes or more in UMEM/ODP MRs
+ * attached by reference as page frags, remu_sge_frag_skb(); any other
+ * gathered with remu_sge_copy() or taken from the inline data) and sent
+ * with remu_net_xmit().  A packet sent again is built again from the
+ * MRs, as a NIC reads memory again for a retransmission.  RC WQEs stay in the ring (slot not
  * consumed) until the completer retires them; UC/UD WQEs retire as soon
  * as their last packet is sent.  RC sends stop at a window of
  * REMU_REQ_WINDOW unacknowledged packets and at max_rd_atomic
@@ -503,9 +506,13 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 	return 0;
 }
 
-/* build and send packet number @sw->sent of the WQE at @idx */
-static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
-			     const struct remu_av *av)
+/*
+ * Build packet number @sw->sent of the WQE at @idx and send it; with
+ * @by_ref its payload is attached as page frags of the MRs (-EOPNOTSUPP
+ * or -E2BIG when it cannot be: the caller builds it again with a copy).
+ */
+static int remu_req_build_pkt(struct remu_qp *qp, u32 idx,
+			      const struct remu_av *av, bool by_ref)
 {
 	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
 	struct remu_send_wqe *w = remu_req_copy(qp, idx);
@@ -539,7 +546,8 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 	}
 
 	pkt.opcode = op;
-	skb = remu_net_alloc_skb(rdev, av, plen, &pkt);
+	skb = by_ref ? remu_net_alloc_skb_ref(rdev, av, plen, &pkt) :
+		       remu_net_alloc_skb(rdev, av, plen, &pkt);
 	if (!skb)
 		return -ENOMEM;
 	remu_bth_set_flags(pkt.bth, last && (w->flags & REMU_WQE_SOLICITED),
@@ -581,7 +589,17 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 					w->compare_add, 0);
 	}
 
-	if (plen) {
+	if (by_ref) {
+		err = remu_sge_frag_skb(rdev, to_remu_pd(qp->ib_qp.pd),
+					(struct remu_sge *)(w + 1), w->num_sge,
+					off, skb, plen);
+		if (!err)
+			err = remu_net_end_ref(skb, &pkt);
+		if (err) {
+			kfree_skb(skb);
+			return err;
+		}
+	} else if (plen) {
 		u8 *buf = skb->data + pkt.hdr_len;
 
 		if (w->opcode == IB_UVERBS_WR_ATOMIC_WRITE) {
@@ -616,6 +634,40 @@ static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
 	if (remu_psn_before(qp->eng.sent_end, psn))
 		qp->eng.sent_end = psn & REMU_PSN_MASK;
 	return 0;
+}
+
+/* build and send packet number @sw->sent of the WQE at @idx */
+static int remu_req_send_pkt(struct remu_qp *qp, u32 idx,
+			     const struct remu_av *av)
+{
+	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
+	struct remu_send_wqe *w = remu_req_copy(qp, idx);
+	int err;
+
+	/*
+	 * By reference: a payload of REMU_FRAG_MIN_PAYLOAD bytes or more
+	 * (below that one copy into the skb costs less than the page
+	 * references and the frag for the ICRC), gathered from SGEs of a
+	 * process's RC QP.  RC only: its WQE completes once the responder
+	 * has placed the bytes (the ACK comes after), so a buffer reused
+	 * after the completion is read by no packet still to be placed (a
+	 * stale duplicate is dropped for its ICRC or as a duplicate).  UC
+	 * and UD complete when the packet leaves, as a NIC's do once it has
+	 * read the memory: their payload is copied.  A kernel QP's MRs are
+	 * kernel memory: copied.  Never inline data or ATOMIC_WRITE's value,
+	 * which live in the WQE.
+	 */
+	if (qp->is_user && qp->ib_qp.qp_type == IB_QPT_RC && !sw->copy &&
+	    !(w->flags & REMU_WQE_INLINE) &&
+	    !remu_is_rd_atomic(w->opcode) &&
+	    min_t(u32, sw->len - sw->sent * qp->eng.mtu, qp->eng.mtu) >=
+	    REMU_FRAG_MIN_PAYLOAD) {
+		err = remu_req_build_pkt(qp, idx, av, true);
+		if (err != -EOPNOTSUPP && err != -E2BIG)
+			return err;
+		sw->copy = true;
+	}
+	return remu_req_build_pkt(qp, idx, av, false);
 }
 
 static int remu_local_status(int err)

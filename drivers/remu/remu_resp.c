@@ -346,10 +346,16 @@ static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
 		err = remu_resp_scatter(qp, grh, glen);
 		if (err)
 			goto err;
-		err = remu_resp_scatter(qp, skb->data + cb->hdr_len,
-					cb->paylen);
+		if (cb->paylen)
+			err = remu_sge_copy_skb(qp->rdev,
+						to_remu_pd(qp->ib_qp.pd),
+						e->rsge, e->rwqe.num_sge,
+						e->roff, skb, cb->hdr_len,
+						cb->paylen, REMU_TO_MR,
+						IB_ACCESS_LOCAL_WRITE);
 		if (err)
 			goto err;
+		e->roff += cb->paylen;
 	}
 	if (info->flags & (REMU_OP_LAST | REMU_OP_ONLY)) {
 		void *ieth = remu_pkt_hdr_of(skb, info, REMU_HDR_IETH);
@@ -451,11 +457,59 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 }
 
 /*
+ * Build READ response @i of @n (PSN @psn, @plen bytes from @va of @mr)
+ * and send it; with @by_ref its payload is attached as page frags of the
+ * MR.  Return 0; -EOPNOTSUPP or -E2BIG when the payload cannot go by
+ * reference (build it again with a copy); -ENOMEM; or the MR layer's
+ * error.
+ */
+static int remu_resp_read_pkt(struct remu_qp *qp, const struct remu_av *av,
+			      struct remu_mr *mr, u64 va, u32 plen, u32 psn,
+			      u32 i, u32 n, bool by_ref)
+{
+	struct remu_pkt pkt = {};
+	struct sk_buff *rskb;
+	void *aeth;
+	int err = 0;
+
+	pkt.opcode = n == 1 ? IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY :
+		     i == 0 ? IB_OPCODE_RC_RDMA_READ_RESPONSE_FIRST :
+		     i == n - 1 ? IB_OPCODE_RC_RDMA_READ_RESPONSE_LAST :
+		     IB_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE;
+	rskb = by_ref ? remu_net_alloc_skb_ref(qp->rdev, av, plen, &pkt) :
+			remu_net_alloc_skb(qp->rdev, av, plen, &pkt);
+	if (!rskb)
+		return -ENOMEM;
+	remu_bth_set_qpn(pkt.bth, qp->attr.dest_qp_num);
+	remu_bth_set_psn(pkt.bth, psn, false);
+	aeth = remu_pkt_hdr(&pkt, REMU_HDR_AETH);
+	if (aeth)
+		remu_aeth_set(aeth, REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
+			      qp->eng.msn + 1);
+	if (by_ref) {
+		err = remu_mr_frag_skb(mr, va, rskb, plen);
+		if (!err)
+			err = remu_net_end_ref(rskb, &pkt);
+	} else if (plen) {
+		err = remu_mr_copy_skb(mr, va, rskb, pkt.hdr_len, plen,
+				       REMU_FROM_MR);
+	}
+	if (err) {
+		kfree_skb(rskb);
+		return err;
+	}
+	remu_net_xmit(qp->rdev, av, rskb);
+	return 0;
+}
+
+/*
  * Execute a READ of @len bytes at @va (@rkey) whose first response has
- * PSN @psn: send the response packets.  Return 0, or the NAK syndrome
- * with *@nak_psn the PSN to NAK: @psn, or, when memory fails midway (an
- * ODP page gone), that of the first response not sent, so the requester,
- * which has taken the ones before it, does not see the NAK as stale.
+ * PSN @psn: send the response packets, their payload by reference when
+ * the MR allows it (remu_mr_frag_skb()), else copied.  Return 0, or the
+ * NAK syndrome with *@nak_psn the PSN to NAK: @psn, or, when memory fails
+ * midway (an ODP page gone), that of the first response not sent, so the
+ * requester, which has taken the ones before it, does not see the NAK as
+ * stale.
  */
 static u8 remu_resp_read(struct remu_qp *qp, u32 psn, u64 va, u32 rkey,
 			 u32 len, u32 *nak_psn)
@@ -463,6 +517,8 @@ static u8 remu_resp_read(struct remu_qp *qp, u32 psn, u64 va, u32 rkey,
 	u32 mtu = qp->eng.mtu, n, i, off = 0;
 	struct remu_rkey rk = {};
 	struct remu_av av;
+	/* a kernel QP's MRs are kernel memory: never by reference */
+	bool copy = !qp->is_user;
 	u8 syn = 0;
 	int err;
 
@@ -481,39 +537,29 @@ static u8 remu_resp_read(struct remu_qp *qp, u32 psn, u64 va, u32 rkey,
 	n = max_t(u32, 1, DIV_ROUND_UP(len, mtu));
 	for (i = 0; i < n; i++) {
 		u32 plen = min(len - off, mtu);
-		struct remu_pkt pkt = {};
-		struct sk_buff *rskb;
-		void *aeth;
 
-		pkt.opcode = n == 1 ? IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY :
-			     i == 0 ? IB_OPCODE_RC_RDMA_READ_RESPONSE_FIRST :
-			     i == n - 1 ? IB_OPCODE_RC_RDMA_READ_RESPONSE_LAST :
-			     IB_OPCODE_RC_RDMA_READ_RESPONSE_MIDDLE;
-		rskb = remu_net_alloc_skb(qp->rdev, &av, plen, &pkt);
-		if (!rskb)
-			break;
-		remu_bth_set_qpn(pkt.bth, qp->attr.dest_qp_num);
-		remu_bth_set_psn(pkt.bth, psn + i, false);
-		aeth = remu_pkt_hdr(&pkt, REMU_HDR_AETH);
-		if (aeth)
-			remu_aeth_set(aeth, REMU_AETH_ACK |
-				      REMU_AETH_CREDIT_INVALID, qp->eng.msn + 1);
-		if (plen) {
-			err = remu_mr_copy_skb(rk.mr, va + off, rskb,
-					       pkt.hdr_len, plen, REMU_FROM_MR);
-			if (err) {
-				/*
-				 * Checked above, so the translation failed
-				 * (an ODP page that is not mapped): the
-				 * requester sees a remote access error.
-				 */
-				kfree_skb(rskb);
-				syn = REMU_AETH_NAK_REM_ACC_ERR;
-				*nak_psn = (psn + i) & REMU_PSN_MASK;
-				break;
-			}
+		err = -EOPNOTSUPP;
+		if (!copy && plen >= REMU_FRAG_MIN_PAYLOAD) {
+			err = remu_resp_read_pkt(qp, &av, rk.mr, va + off, plen,
+						 psn + i, i, n, true);
+			/* the MR's memory cannot go by reference: copy */
+			copy = err == -EOPNOTSUPP || err == -E2BIG;
 		}
-		remu_net_xmit(qp->rdev, &av, rskb);
+		if (err == -EOPNOTSUPP || err == -E2BIG)
+			err = remu_resp_read_pkt(qp, &av, rk.mr, va + off,
+						 plen, psn + i, i, n, false);
+		if (err == -ENOMEM)
+			break;
+		if (err) {
+			/*
+			 * Checked above, so the translation failed (an ODP
+			 * page that is not mapped): the requester sees a
+			 * remote access error.
+			 */
+			syn = REMU_AETH_NAK_REM_ACC_ERR;
+			*nak_psn = (psn + i) & REMU_PSN_MASK;
+			break;
+		}
 		off += plen;
 		if (!(i % 64))
 			cond_resched();
@@ -575,7 +621,10 @@ static u8 remu_resp_atomic_write(struct remu_qp *qp, struct sk_buff *skb)
 	if (remu_resp_rkey(qp, remu_reth_rkey(reth), va, sizeof(val),
 			   IB_ACCESS_REMOTE_WRITE, &rk))
 		return REMU_AETH_NAK_REM_ACC_ERR;
-	memcpy(&val, skb->data + cb->hdr_len, sizeof(val));
+	if (skb_copy_bits(skb, cb->hdr_len, &val, sizeof(val))) {
+		remu_rkey_put(&rk);
+		return REMU_AETH_NAK_INVALID_REQ;
+	}
 	err = remu_mr_atomic(rk.mr, va, REMU_ATOMIC_WRITE, val, 0, &orig);
 	remu_rkey_put(&rk);
 	if (err == -EINVAL)
@@ -735,11 +784,6 @@ void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 		remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
 		goto drop;
 	}
-	if (skb_linearize(skb)) {
-		remu_count(qp->rdev, REMU_CNT_RCVD_NO_MEM);
-		goto drop;
-	}
-	bth = (struct remu_bth *)skb->data;
 
 	if (type == IB_QPT_UD) {
 		struct remu_deth *deth = remu_pkt_hdr_of(skb, info,
