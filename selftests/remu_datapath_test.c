@@ -86,6 +86,8 @@ static int side_open(struct side *s, const char *dev, enum ibv_qp_type type)
 
 /* the QPs' local ACK timeout (4.096 us * 2^14 = 67 ms) */
 static int qp_timeout = 14;
+/* max_rd_atomic and max_dest_rd_atomic of the QPs' connections */
+static uint8_t qp_rd_atomic = 4;
 
 static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 		      struct side *peer, int rnr_retry)
@@ -96,6 +98,7 @@ static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 
 	ra.timeout = qp_timeout;
 	ra.rnr_retry = rnr_retry;
+	ra.rd_atomic = qp_rd_atomic;
 	return remu_qp_connect(qp, &ra, GID_INDEX, &d);
 }
 
@@ -1386,6 +1389,100 @@ TEST_F(dp, atomic_replay_after_reset)
 	EXPECT_EQ(52, wc.wr_id);
 	EXPECT_EQ(500, *res);
 	EXPECT_EQ(501, *target);
+}
+
+/*
+ * READs and atomics posted 16 at a time, more than the responder keeps
+ * responder resources for: with max_rd_atomic and max_dest_rd_atomic 1,
+ * 2, 16 and 128 (the device's maximum), each connection made again from
+ * RESET, so that every RTR makes a set of resources of another size
+ * (remu_eng_res_alloc()).  Every READ (1 B to 9 KiB, several packets at
+ * MTU 1024 and 4096) lands byte for byte, every FETCH_ADD runs once and
+ * returns the values before it in order; query_qp gives the
+ * max_dest_rd_atomic back.  remu_netem_test.sh runs it under loss and
+ * duplication, where duplicate READs and atomics hit those resources.
+ */
+TEST_F(dp, read_storm_rd_atomic)
+{
+	static const uint8_t rd[] = { 1, 16, 128, 2 };
+	uint64_t *target = (uint64_t *)(self->b.buf + 180000);
+	struct ibv_send_wr wr[16];
+	struct ibv_sge sge[16];
+	struct ibv_qp_init_attr qia;
+	struct ibv_qp_attr qa;
+	uint64_t adds = 0;
+	struct ibv_wc wc;
+	unsigned int r, round, i;
+	int st;
+
+	for (r = 0; r < sizeof(rd); r++) {
+		qp_rd_atomic = rd[r];
+		st = reconnect(&self->a, &self->b);
+		qp_rd_atomic = 4;
+		ASSERT_EQ(0, st) TH_LOG("rd_atomic %u", rd[r]);
+		ASSERT_EQ(0, ibv_query_qp(self->b.qp, &qa,
+					  IBV_QP_MAX_DEST_RD_ATOMIC, &qia));
+		EXPECT_EQ(rd[r], qa.max_dest_rd_atomic);
+		*target = 1000 * r;
+		adds = 0;
+		for (round = 0; round < 4; round++) {
+			uint32_t seed = r * 16 + round;
+
+			memset(self->a.buf, 0xee, 170000 + 16 * 8);
+			for (i = 0; i < 16; i++) {
+				uint8_t *src = self->b.buf + 200000 + i * 10000 + 3;
+				uint32_t len = 1 + (i * 2099 + round * 313 + r) % 9000;
+
+				memset(&wr[i], 0, sizeof(wr[i]));
+				wr[i].wr_id = i;
+				wr[i].sg_list = &sge[i];
+				wr[i].num_sge = 1;
+				wr[i].send_flags = IBV_SEND_SIGNALED;
+				wr[i].next = i < 15 ? &wr[i + 1] : NULL;
+				if (i % 5 == 4) {
+					sge[i] = (struct ibv_sge){
+						(uintptr_t)self->a.buf + 170000 + i * 8,
+						8, self->a.mr->lkey };
+					wr[i].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+					wr[i].wr.atomic.remote_addr = (uintptr_t)target;
+					wr[i].wr.atomic.rkey = self->b.mr->rkey;
+					wr[i].wr.atomic.compare_add = 1;
+					continue;
+				}
+				for (uint32_t k = 0; k < len; k++)
+					src[k] = (uint8_t)(k * 7 + seed + (k >> 9));
+				sge[i] = (struct ibv_sge){
+					(uintptr_t)self->a.buf + i * 10000 + 1, len,
+					self->a.mr->lkey };
+				wr[i].opcode = IBV_WR_RDMA_READ;
+				wr[i].wr.rdma.remote_addr = (uintptr_t)src;
+				wr[i].wr.rdma.rkey = self->b.mr->rkey;
+			}
+			ASSERT_EQ(0, remu_post_send(self->a.qp, wr));
+			for (i = 0; i < 16; i++) {
+				ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc))
+					TH_LOG("rd_atomic %u round %u wr %u", rd[r], round, i);
+				EXPECT_EQ(i, wc.wr_id);
+			}
+			for (i = 0; i < 16; i++) {
+				uint8_t *dst = (uint8_t *)(uintptr_t)sge[i].addr;
+
+				if (wr[i].opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+					EXPECT_EQ(1000 * r + adds,
+						  *(uint64_t *)dst);
+					adds++;
+					continue;
+				}
+				EXPECT_EQ(0, memcmp(dst, self->b.buf + 200000 +
+						    i * 10000 + 3, sge[i].length))
+					TH_LOG("rd_atomic %u round %u READ %u len %u",
+					       rd[r], round, i, sge[i].length);
+				EXPECT_EQ(0xee, dst[-1]);
+				EXPECT_EQ(0xee, dst[sge[i].length]);
+			}
+		}
+		EXPECT_EQ(1000 * r + adds, *target);
+	}
 }
 
 /*

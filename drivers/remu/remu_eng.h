@@ -24,6 +24,7 @@
 #include "remu_param.h"
 #include "remu_opcode.h"
 
+struct ib_qp_attr;
 struct remu_qp;
 struct remu_mr;
 struct remu_uav;
@@ -139,6 +140,23 @@ struct remu_rd_res {
 };
 
 /**
+ * struct remu_rd_res_set - an RC QP's responder resources, as many as its
+ *	max_dest_rd_atomic (at least one): made by modify_qp when the QP
+ *	enters RTR (empty) or changes max_dest_rd_atomic in SQD (@carry),
+ *	handed to the work item through remu_qp_eng.res_new
+ * @n:		entries in @r
+ * @next:	the entry the next READ/atomic goes into
+ * @carry:	take the newest entries of the set it replaces (up to @n)
+ * @r:		the entries, a ring of the last @n READs/atomics executed
+ */
+struct remu_rd_res_set {
+	u32 n;
+	u32 next;
+	bool carry;
+	struct remu_rd_res r[];
+};
+
+/**
  * struct remu_qp_eng - engine state of a QP (see the top comment)
  * @rxq:	packets queued by remu_rcv() (its own lock: softirq side)
  * @mtu:	path MTU in bytes
@@ -152,8 +170,10 @@ struct remu_rd_res {
  *		it answers nothing this QP sent and is dropped
  * @una:	oldest unacknowledged PSN (RC)
  * @rd_out:	outstanding READ/atomic WQEs
- * @rdmap:	out-of-order response maps of up to REMU_RD_MAPS outstanding
- *		READs (one without a map places its responses in order only)
+ * @rdmap:	RC: out-of-order response maps of up to REMU_RD_MAPS
+ *		outstanding READs (one without a map places its responses in
+ *		order only); NULL for other transports, which send no READ.
+ *		Not in struct remu_qp, which then fits in 2 KiB
  * @rdmap_used:	bit i: @rdmap[i] belongs to a READ
  * @retries:	retransmissions left before RETRY_EXC_ERR
  * @rnr_left:	RNR retries left (7 = infinite)
@@ -176,8 +196,12 @@ struct remu_rd_res {
  * @wr_va, @wr_rkey, @wr_len, @wr_off: the RDMA WRITE in progress
  * @res:	RC responder: the last max_dest_rd_atomic READs and atomics
  *		(at least one), the only requests a duplicate may repeat;
- *		REMU_MAX_RD_ATOMIC entries (NULL for other transports)
- * @res_next:	the @res slot the next one goes into
+ *		NULL until the QP first enters RTR, and for other transports.
+ *		Only the work item reads, replaces or frees it
+ * @res_new:	a set modify_qp made for @res (remu_eng_res_set()); the
+ *		work item takes it with xchg() before it looks at a packet
+ *		(remu_eng_res_take()), so modify_qp never frees a set that
+ *		the responder may be using
  * @uav:	UD: the address vector of each SQ slot, resolved when the WQE
  *		was posted (remu_req_post_av()); NULL for other QPs
  * @dst_cache:	RC/UC: the route of the QP's path, per CPU (remu_net.c
@@ -201,7 +225,7 @@ struct remu_qp_eng {
 	u32 sent_end;
 	u32 una;
 	u32 rd_out;
-	struct remu_rd_map rdmap[REMU_RD_MAPS];
+	struct remu_rd_map *rdmap;
 	u32 rdmap_used;
 	u8 retries;
 	u8 rnr_left;
@@ -226,8 +250,8 @@ struct remu_qp_eng {
 	u32 wr_rkey;
 	u32 wr_len;
 	u32 wr_off;
-	struct remu_rd_res *res;
-	u32 res_next;
+	struct remu_rd_res_set *res;
+	struct remu_rd_res_set *res_new;
 	struct remu_uav *uav;
 	u32 av_next;
 	struct dst_cache dst_cache;
@@ -290,6 +314,10 @@ int remu_eng_init(struct remu_qp *qp);
 void remu_eng_fini(struct remu_qp *qp);
 void remu_eng_reset(struct remu_qp *qp);
 void remu_eng_modify(struct remu_qp *qp, int cur, int next);
+struct remu_rd_res_set *remu_eng_res_alloc(struct remu_qp *qp,
+					   const struct ib_qp_attr *attr,
+					   int mask, int cur, int next);
+void remu_eng_res_set(struct remu_qp *qp, struct remu_rd_res_set *s);
 void remu_eng_run(struct remu_qp *qp);
 void remu_eng_kick(struct remu_qp *qp);
 

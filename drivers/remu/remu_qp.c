@@ -543,6 +543,7 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		   struct ib_udata *udata)
 {
 	struct remu_qp *qp = to_remu_qp(ibqp);
+	struct remu_rd_res_set *res;
 	enum ib_qp_state cur, next;
 	int err;
 
@@ -565,7 +566,15 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	err = remu_qp_check_attr(qp, attr, mask);
 	if (err)
 		goto out;
+	/* the one allocation: before anything changes */
+	res = remu_eng_res_alloc(qp, attr, mask, cur, next);
+	if (IS_ERR(res)) {
+		err = PTR_ERR(res);
+		goto out;
+	}
 	remu_qp_store_attr(qp, attr, mask);
+	/* before the state: the first packet in RTR finds it */
+	remu_eng_res_set(qp, res);
 
 	if (mask & IB_QP_STATE) {
 		qp->attr.qp_state = next;

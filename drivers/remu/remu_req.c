@@ -76,25 +76,113 @@ int remu_eng_init(struct remu_qp *qp)
 	if (!qp->is_user)
 		e->kreg = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->kreg),
 				   GFP_KERNEL);
+	/* the responder resources come with RTR: remu_eng_res_alloc() */
 	if (qp->ib_qp.qp_type == IB_QPT_RC)
-		e->res = kvcalloc(REMU_MAX_RD_ATOMIC, sizeof(*e->res), gfp);
+		e->rdmap = kcalloc(REMU_RD_MAPS, sizeof(*e->rdmap), gfp);
 	if (remu_qp_type(qp) == IB_QPT_UD)
 		e->uav = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->uav), gfp);
 	if (!e->st || !e->copy || (!qp->is_user && !e->kreg) ||
-	    (qp->ib_qp.qp_type == IB_QPT_RC && !e->res) ||
+	    (qp->ib_qp.qp_type == IB_QPT_RC && !e->rdmap) ||
 	    (remu_qp_type(qp) == IB_QPT_UD && !e->uav)) {
 		kvfree(e->st);
 		kvfree(e->copy);
 		kvfree(e->kreg);
-		kvfree(e->res);
+		kfree(e->rdmap);
 		kvfree(e->uav);
 		dst_cache_destroy(&e->dst_cache);
 		e->kreg = NULL;
-		e->res = NULL;
+		e->rdmap = NULL;
 		e->uav = NULL;
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+/**
+ * remu_eng_res_alloc - the responder resources a modify_qp needs
+ * @qp: an RC QP (other transports get NULL)
+ * @attr, @mask: the modify_qp's attributes, already checked
+ * @cur, @next: the state before and after it
+ *
+ * An RC QP that enters RTR gets an empty set of max_dest_rd_atomic entries
+ * (at least one; REMU_MAX_RD_ATOMIC at most, remu_qp_check_attr()); one
+ * that changes max_dest_rd_atomic past RTR (SQD -> SQD) gets a set that
+ * keeps the newest entries.  Called under qp->mutex before anything of
+ * the QP changes, so that a failure leaves the QP as it was.
+ *
+ * Return: the set for remu_eng_res_set(), NULL if none is needed, or
+ * ERR_PTR(-ENOMEM).
+ */
+struct remu_rd_res_set *remu_eng_res_alloc(struct remu_qp *qp,
+					   const struct ib_qp_attr *attr,
+					   int mask, int cur, int next)
+{
+	bool live = cur >= IB_QPS_RTR && cur <= IB_QPS_SQD &&
+		    next >= IB_QPS_RTR && next <= IB_QPS_SQD;
+	bool fresh = next == IB_QPS_RTR && cur != IB_QPS_RTR;
+	struct remu_rd_res_set *s;
+	u32 n;
+
+	if (qp->ib_qp.qp_type != IB_QPT_RC ||
+	    !(fresh || (live && (mask & IB_QP_MAX_DEST_RD_ATOMIC))))
+		return NULL;
+	n = (mask & IB_QP_MAX_DEST_RD_ATOMIC) ? attr->max_dest_rd_atomic :
+						qp->attr.max_dest_rd_atomic;
+	n = clamp_t(u32, n, 1, REMU_MAX_RD_ATOMIC);
+	s = kzalloc(struct_size(s, r, n),
+		    qp->is_user ? GFP_KERNEL_ACCOUNT : GFP_KERNEL);
+	if (!s)
+		return ERR_PTR(-ENOMEM);
+	s->n = n;
+	s->carry = !fresh;
+	return s;
+}
+
+/*
+ * remu_eng_res_set - hand @s (remu_eng_res_alloc()) to the responder, once
+ * the modify_qp cannot fail any more; under qp->mutex.  A set made before
+ * and not yet taken is freed (the work item never saw it); if that one was
+ * to start empty, so is @s.
+ */
+void remu_eng_res_set(struct remu_qp *qp, struct remu_rd_res_set *s)
+{
+	struct remu_rd_res_set *old;
+
+	if (!s)
+		return;
+	/* only modify_qp adds a set, and the work item only takes one */
+	old = xchg(&qp->eng.res_new, NULL);
+	if (old && !old->carry)
+		s->carry = false;
+	kfree(old);
+	/* pairs with the xchg() of remu_eng_res_take() */
+	smp_store_release(&qp->eng.res_new, s);
+}
+
+/*
+ * The work item, before it looks at a packet: take the set modify_qp made
+ * (the entries before it stay for a duplicate until they are overwritten,
+ * as in a ring that grew or shrank) and free the old one, which nothing
+ * else reads.
+ */
+static void remu_eng_res_take(struct remu_qp_eng *e)
+{
+	struct remu_rd_res_set *s, *old;
+	u32 i, k;
+
+	if (!READ_ONCE(e->res_new))
+		return;
+	s = xchg(&e->res_new, NULL);
+	old = e->res;
+	if (s->carry && old) {
+		/* the newest min(old->n, s->n), oldest first */
+		k = min(old->n, s->n);
+		for (i = 0; i < k; i++)
+			s->r[i] = old->r[(old->next + old->n - k + i) % old->n];
+		s->next = k % s->n;
+	}
+	e->res = s;
+	kfree(old);
 }
 
 /* after every lookup is gone: stop the timer and the work, drop packets */
@@ -108,7 +196,9 @@ void remu_eng_fini(struct remu_qp *qp)
 	kvfree(e->st);
 	kvfree(e->copy);
 	kvfree(e->kreg);
-	kvfree(e->res);
+	kfree(e->rdmap);
+	kfree(e->res);
+	kfree(e->res_new);
 	kvfree(e->uav);
 	dst_cache_destroy(&e->dst_cache);
 }
@@ -162,9 +252,7 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 		e->rpsn = qp->attr.rq_psn;
 		e->msn = 0;
 		e->comm_est = false;
-		if (e->res)
-			memset(e->res, 0, REMU_MAX_RD_ATOMIC * sizeof(*e->res));
-		e->res_next = 0;
+		/* RC: the responder resources start empty (remu_eng_res_set()) */
 		remu_eng_set_mtu(qp);
 		break;
 	case IB_QPS_RTS:
@@ -245,6 +333,7 @@ again:
 	clear_bit(REMU_ENG_AGAIN, &e->run);
 	/* a packet kicked after this is seen below, or by the next round */
 	smp_mb__after_atomic();
+	remu_eng_res_take(e);
 	while (budget > 0 && (skb = skb_dequeue(&e->rxq))) {
 		enum ib_qp_state s = READ_ONCE(qp->state);
 
@@ -653,7 +742,7 @@ static void remu_req_map_get(struct remu_qp_eng *e, struct remu_swqe *sw)
 	unsigned long used = e->rdmap_used;
 	unsigned int i = find_first_zero_bit(&used, REMU_RD_MAPS);
 
-	if (i >= REMU_RD_MAPS)
+	if (i >= REMU_RD_MAPS || !e->rdmap)
 		return;		/* none: responses placed in order only */
 	memset(&e->rdmap[i], 0, sizeof(e->rdmap[i]));
 	e->rdmap_used |= BIT(i);
