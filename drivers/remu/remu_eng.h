@@ -61,7 +61,7 @@ static inline struct remu_skb_cb *remu_cb(struct sk_buff *skb)
  * @rcvd:	READ: response packets placed in order (all before
  *		@first_psn + @rcvd); atomic: 1 once its ACK arrived.  A READ
  *		or atomic is finished when @rcvd == @npkts
- * @map:	READ: 1 + its entry in remu_qp_eng.rdmap (0: none)
+ * @map:	READ: 1 + its entry in remu_qp_eng.maps (0: none)
  * @asked:	READ/atomic: @rcvd + 1 once the completer asked again for
  *		what is missing at @rcvd (0: not); once per gap, then the timer
  * @len:	message length
@@ -92,6 +92,19 @@ struct remu_rd_map {
 	u16 later;
 	bool seen_last;
 	bool beyond;
+};
+
+/**
+ * struct remu_rd_map_set - an RC QP's out-of-order READ response maps, one
+ *	per outstanding READ up to min(max_rd_atomic, REMU_RD_MAPS): made by
+ *	modify_qp on RTR -> RTS or a change of max_rd_atomic, handed to the
+ *	work item through remu_qp_eng.maps_new
+ * @n:		maps in @m
+ * @m:		the maps
+ */
+struct remu_rd_map_set {
+	u32 n;
+	struct remu_rd_map m[];
 };
 
 /**
@@ -170,11 +183,13 @@ struct remu_rd_res_set {
  *		it answers nothing this QP sent and is dropped
  * @una:	oldest unacknowledged PSN (RC)
  * @rd_out:	outstanding READ/atomic WQEs
- * @rdmap:	RC: out-of-order response maps of up to REMU_RD_MAPS
- *		outstanding READs (one without a map places its responses in
- *		order only); NULL for other transports, which send no READ.
- *		Not in struct remu_qp, which then fits in 2 KiB
- * @rdmap_used:	bit i: @rdmap[i] belongs to a READ
+ * @maps:	RC: out-of-order response maps of up to @maps->n outstanding
+ *		READs (one without a map places its responses in order only);
+ *		NULL before the first RTS and for other transports, which send
+ *		no READ.  Only the work item reads, replaces or frees it
+ * @maps_new:	a set modify_qp made for @maps (remu_eng_set()); the work
+ *		item takes it once no READ holds a map beyond its end
+ * @rdmap_used:	bit i: @maps->m[i] belongs to a READ
  * @retries:	retransmissions left before RETRY_EXC_ERR
  * @rnr_left:	RNR retries left (7 = infinite)
  * @rnr_wait:	waiting for the RNR timer
@@ -198,10 +213,10 @@ struct remu_rd_res_set {
  *		(at least one), the only requests a duplicate may repeat;
  *		NULL until the QP first enters RTR, and for other transports.
  *		Only the work item reads, replaces or frees it
- * @res_new:	a set modify_qp made for @res (remu_eng_res_set()); the
- *		work item takes it with xchg() before it looks at a packet
- *		(remu_eng_res_take()), so modify_qp never frees a set that
- *		the responder may be using
+ * @res_new:	a set modify_qp made for @res (remu_eng_set()); the work
+ *		item takes it with xchg() before it looks at a packet
+ *		(remu_eng_take()), so modify_qp never frees a set that the
+ *		responder may be using
  * @uav:	UD: the address vector of each SQ slot, resolved when the WQE
  *		was posted (remu_req_post_av()); NULL for other QPs
  * @dst_cache:	RC/UC: the route of the QP's path, per CPU (remu_net.c
@@ -225,7 +240,8 @@ struct remu_qp_eng {
 	u32 sent_end;
 	u32 una;
 	u32 rd_out;
-	struct remu_rd_map *rdmap;
+	struct remu_rd_map_set *maps;
+	struct remu_rd_map_set *maps_new;
 	u32 rdmap_used;
 	u8 retries;
 	u8 rnr_left;
@@ -288,7 +304,7 @@ static inline s32 remu_psn_diff(u32 a, u32 b)
 static inline struct remu_rd_map *remu_swqe_map(struct remu_qp_eng *e,
 						 struct remu_swqe *sw)
 {
-	return sw->map ? &e->rdmap[sw->map - 1] : NULL;
+	return sw->map ? &e->maps->m[sw->map - 1] : NULL;
 }
 
 /*
@@ -314,10 +330,14 @@ int remu_eng_init(struct remu_qp *qp);
 void remu_eng_fini(struct remu_qp *qp);
 void remu_eng_reset(struct remu_qp *qp);
 void remu_eng_modify(struct remu_qp *qp, int cur, int next);
-struct remu_rd_res_set *remu_eng_res_alloc(struct remu_qp *qp,
-					   const struct ib_qp_attr *attr,
-					   int mask, int cur, int next);
-void remu_eng_res_set(struct remu_qp *qp, struct remu_rd_res_set *s);
+/* what a modify_qp gives the engines (remu_eng_alloc(), remu_eng_set()) */
+struct remu_eng_new {
+	struct remu_rd_res_set *res;
+	struct remu_rd_map_set *maps;
+};
+int remu_eng_alloc(struct remu_qp *qp, const struct ib_qp_attr *attr,
+		   int mask, int cur, int next, struct remu_eng_new *n);
+void remu_eng_set(struct remu_qp *qp, struct remu_eng_new *n);
 void remu_eng_run(struct remu_qp *qp);
 void remu_eng_kick(struct remu_qp *qp);
 

@@ -636,7 +636,7 @@ static void remu_resp_save_res(struct remu_qp *qp,
 {
 	struct remu_rd_res_set *s = qp->eng.res;
 
-	/* an RC QP past RTR always has its set (remu_eng_res_take()) */
+	/* an RC QP past RTR always has its set (remu_eng_take()) */
 	if (!s)
 		return;
 	s->r[s->next] = *r;
