@@ -181,6 +181,7 @@ void remu_eng_set(struct remu_qp *qp, struct remu_eng_new *n)
 	}
 	if (n->maps) {
 		kfree(xchg(&e->maps_new, NULL));
+		/* likewise */
 		smp_store_release(&e->maps_new, n->maps);
 	}
 }
