@@ -9,7 +9,9 @@
  * byte and the completions' byte_len.  Then the rest of the data path:
  * immediate data (SEND_WITH_IMM, RDMA_WRITE_WITH_IMM), inline sends up to
  * max_inline, atomics (FETCH_ADD and CMP_SWP value for value, 2 x 500
- * concurrent FETCH_ADDs from two QPs, a misaligned target), the error
+ * concurrent FETCH_ADDs from two QPs, a misaligned target), READs and
+ * atomics 16 at a time with 1 to 128 responder resources, also changed
+ * through SQD (read_storm_rd_atomic), the error
  * completions (bad lkey, bad rkey, out of bounds, missing remote right:
  * exact status, the rest flushed; a receive WQE that fails at the
  * responder - bad lkey, another PD's MR, past its MR's end, too short -
