@@ -12,7 +12,9 @@
  * Then the rest of the data path:
  * immediate data (SEND_WITH_IMM, RDMA_WRITE_WITH_IMM), inline sends up to
  * max_inline, atomics (FETCH_ADD and CMP_SWP value for value, 2 x 500
- * concurrent FETCH_ADDs from two QPs, a misaligned target), the error
+ * concurrent FETCH_ADDs from two QPs, a misaligned target), READs and
+ * atomics 16 at a time with 1 to 128 responder resources, also changed
+ * through SQD (read_storm_rd_atomic), the error
  * completions (bad lkey, bad rkey, out of bounds, missing remote right:
  * exact status, the rest flushed; a receive WQE that fails at the
  * responder - bad lkey, another PD's MR, past its MR's end, too short -
@@ -90,6 +92,8 @@ static int side_open(struct side *s, const char *dev, enum ibv_qp_type type)
 
 /* the QPs' local ACK timeout (4.096 us * 2^14 = 67 ms) */
 static int qp_timeout = 14;
+/* max_rd_atomic and max_dest_rd_atomic of the QPs' connections */
+static uint8_t qp_rd_atomic = 4;
 
 static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 		      struct side *peer, int rnr_retry)
@@ -100,6 +104,7 @@ static int qp_connect(struct ibv_qp *qp, struct side *s, struct ibv_qp *pqp,
 
 	ra.timeout = qp_timeout;
 	ra.rnr_retry = rnr_retry;
+	ra.rd_atomic = qp_rd_atomic;
 	return remu_qp_connect(qp, &ra, GID_INDEX, &d);
 }
 
@@ -1555,6 +1560,152 @@ TEST_F(dp, atomic_replay_after_reset)
 	EXPECT_EQ(52, wc.wr_id);
 	EXPECT_EQ(500, *res);
 	EXPECT_EQ(501, *target);
+}
+
+/*
+ * Four rounds of 16 WRs posted at once from @a to @b, READs (1 B to 9 KiB,
+ * several packets each) and every fifth a FETCH_ADD(1) on @target, which
+ * holds @base: 0 when every WR completed in order and every byte and
+ * returned value is right, else the number of the first wrong one, or -1
+ * when a post or a poll failed.
+ */
+static int read_storm(struct side *a, struct side *b, uint64_t *target,
+		      uint64_t base, uint32_t seed)
+{
+	struct ibv_send_wr wr[16];
+	struct ibv_sge sge[16];
+	uint64_t adds = 0;
+	unsigned int round, i;
+	struct ibv_wc wc;
+
+	*target = base;
+	for (round = 0; round < 4; round++) {
+		memset(a->buf, 0xee, 170000 + 16 * 8);
+		for (i = 0; i < 16; i++) {
+			uint8_t *src = b->buf + 200000 + i * 10000 + 3;
+			uint32_t len = 1 + (i * 2099 + round * 313 + seed) % 9000;
+
+			memset(&wr[i], 0, sizeof(wr[i]));
+			wr[i].wr_id = i;
+			wr[i].sg_list = &sge[i];
+			wr[i].num_sge = 1;
+			wr[i].send_flags = IBV_SEND_SIGNALED;
+			wr[i].next = i < 15 ? &wr[i + 1] : NULL;
+			if (i % 5 == 4) {
+				sge[i] = (struct ibv_sge){
+					(uintptr_t)a->buf + 170000 + i * 8, 8,
+					a->mr->lkey };
+				wr[i].opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+				wr[i].wr.atomic.remote_addr = (uintptr_t)target;
+				wr[i].wr.atomic.rkey = b->mr->rkey;
+				wr[i].wr.atomic.compare_add = 1;
+				continue;
+			}
+			for (uint32_t k = 0; k < len; k++)
+				src[k] = (uint8_t)(k * 7 + seed + round + (k >> 9));
+			sge[i] = (struct ibv_sge){
+				(uintptr_t)a->buf + i * 10000 + 1, len,
+				a->mr->lkey };
+			wr[i].opcode = IBV_WR_RDMA_READ;
+			wr[i].wr.rdma.remote_addr = (uintptr_t)src;
+			wr[i].wr.rdma.rkey = b->mr->rkey;
+		}
+		if (remu_post_send(a->qp, wr))
+			return -1;
+		for (i = 0; i < 16; i++)
+			if (poll_one(a->cq, &wc) != IBV_WC_SUCCESS ||
+			    wc.wr_id != i)
+				return -1;
+		for (i = 0; i < 16; i++) {
+			uint8_t *dst = (uint8_t *)(uintptr_t)sge[i].addr;
+
+			if (wr[i].opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+				if (*(uint64_t *)dst != base + adds++)
+					return 1 + round * 16 + i;
+				continue;
+			}
+			if (memcmp(dst, b->buf + 200000 + i * 10000 + 3,
+				   sge[i].length) || dst[-1] != 0xee ||
+			    dst[sge[i].length] != 0xee)
+				return 1 + round * 16 + i;
+		}
+	}
+	return *target == base + adds ? 0 : 65;
+}
+
+/* @qp from RTS to SQD, to SQD with @rd READs/atomics each way, to RTS */
+static int sqd_rd_atomic(struct ibv_qp *qp, uint8_t rd)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_SQD };
+	struct ibv_qp_init_attr qia;
+
+	if (ibv_modify_qp(qp, &qa, IBV_QP_STATE))
+		return -1;
+	/* the drain is over once the state query says SQD, not draining */
+	for (int i = 0; i < 1000; i++) {
+		if (ibv_query_qp(qp, &qa, IBV_QP_STATE, &qia))
+			return -1;
+		if (qa.qp_state == IBV_QPS_SQD && !qa.sq_draining)
+			break;
+		usleep(1000);
+	}
+	qa.qp_state = IBV_QPS_SQD;
+	qa.max_rd_atomic = rd;
+	qa.max_dest_rd_atomic = rd;
+	if (ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_MAX_QP_RD_ATOMIC |
+			  IBV_QP_MAX_DEST_RD_ATOMIC))
+		return -1;
+	qa.qp_state = IBV_QPS_RTS;
+	return ibv_modify_qp(qp, &qa, IBV_QP_STATE);
+}
+
+/*
+ * READs and atomics posted 16 at a time, more than the responder keeps
+ * responder resources for: with max_rd_atomic and max_dest_rd_atomic 1,
+ * 16, 128 (the device's maximum) and 2, each connection made again from
+ * RESET, so that every RTR makes a set of responder resources and every
+ * RTS a set of READ response maps of another size (remu_eng_alloc());
+ * then changed to 8 and to 1 through SQD -> SQD, which replaces the sets
+ * of a live QP.  Every READ lands byte for byte, every FETCH_ADD runs
+ * once and returns the values before it in order, and query_qp gives
+ * the numbers back.  remu_netem_test.sh runs it under loss, reordering
+ * and duplication, where duplicate READs and atomics hit the responder
+ * resources and reordered READ responses the maps.
+ */
+TEST_F(dp, read_storm_rd_atomic)
+{
+	static const uint8_t rd[] = { 1, 16, 128, 2 }, sqd[] = { 8, 1 };
+	uint64_t *target = (uint64_t *)(self->b.buf + 180000);
+	struct ibv_qp_init_attr qia;
+	struct ibv_qp_attr qa;
+	unsigned int r;
+	int st;
+
+	for (r = 0; r < sizeof(rd); r++) {
+		qp_rd_atomic = rd[r];
+		st = reconnect(&self->a, &self->b);
+		qp_rd_atomic = 4;
+		ASSERT_EQ(0, st) TH_LOG("rd_atomic %u", rd[r]);
+		ASSERT_EQ(0, ibv_query_qp(self->b.qp, &qa,
+					  IBV_QP_MAX_DEST_RD_ATOMIC |
+					  IBV_QP_MAX_QP_RD_ATOMIC, &qia));
+		EXPECT_EQ(rd[r], qa.max_dest_rd_atomic);
+		EXPECT_EQ(rd[r], qa.max_rd_atomic);
+		EXPECT_EQ(0, read_storm(&self->a, &self->b, target, 1000 * r, r))
+			TH_LOG("rd_atomic %u", rd[r]);
+	}
+	for (r = 0; r < sizeof(sqd); r++) {
+		ASSERT_EQ(0, sqd_rd_atomic(self->a.qp, sqd[r]));
+		ASSERT_EQ(0, sqd_rd_atomic(self->b.qp, sqd[r]));
+		ASSERT_EQ(0, ibv_query_qp(self->b.qp, &qa,
+					  IBV_QP_STATE | IBV_QP_MAX_DEST_RD_ATOMIC,
+					  &qia));
+		EXPECT_EQ(IBV_QPS_RTS, qa.qp_state);
+		EXPECT_EQ(sqd[r], qa.max_dest_rd_atomic);
+		EXPECT_EQ(0, read_storm(&self->a, &self->b, target,
+					5000 + 1000 * r, 7 + r))
+			TH_LOG("SQD -> SQD rd_atomic %u", sqd[r]);
+	}
 }
 
 /*

@@ -10,7 +10,9 @@
 #     re-executed duplicate atomic would break), rnr_stream: RNR NAKs
 #     from a receiver that posts late, with the loss on top, and
 #     read_1m_short_timeout: 1 MiB READs one after the other on a 16.8 ms
-#     timeout, with lost responses asked for again and replayed
+#     timeout, with lost responses asked for again and replayed, and
+#     read_storm_rd_atomic: READs and atomics 16 at a time with 1, 16, 128
+#     and 2 responder resources, duplicates answered from those
 #   - perftest ib_{send,write,read}_bw at 65536 and 1048576 bytes and
 #     ib_atomic_bw (fetch-and-add, compare-and-swap), small iteration counts
 # Every run must complete (both sides exit 0), then the counters of both
@@ -38,7 +40,7 @@ netem="delay 1ms loss 5% reorder 10% duplicate 2%"
 "$repo/scripts/remu-up" >/dev/null || echo "# remu-up failed"
 
 dp_tests=(send_recv rdma_write rdma_read atomics atomics_concurrent rnr_stream
-	  read_1m_short_timeout)
+	  read_1m_short_timeout read_storm_rd_atomic)
 outage_tests=(outage_timer retry_exceeded atomic_replay_after_reset)
 pt_tests=("ib_send_bw -s 65536 -n 20" "ib_send_bw -s 1048576 -n 5"
 	  "ib_write_bw -s 65536 -n 20" "ib_write_bw -s 1048576 -n 5"

@@ -24,6 +24,7 @@
 #include "remu_param.h"
 #include "remu_opcode.h"
 
+struct ib_qp_attr;
 struct remu_qp;
 struct remu_mr;
 struct remu_uav;
@@ -60,7 +61,7 @@ static inline struct remu_skb_cb *remu_cb(struct sk_buff *skb)
  * @rcvd:	READ: response packets placed in order (all before
  *		@first_psn + @rcvd); atomic: 1 once its ACK arrived.  A READ
  *		or atomic is finished when @rcvd == @npkts
- * @map:	READ: 1 + its entry in remu_qp_eng.rdmap (0: none)
+ * @map:	READ: 1 + its entry in remu_qp_eng.maps (0: none)
  * @asked:	READ/atomic: @rcvd + 1 once the completer asked again for
  *		what is missing at @rcvd (0: not); once per gap, then the timer
  * @len:	message length
@@ -94,6 +95,19 @@ struct remu_rd_map {
 	u16 later;
 	bool seen_last;
 	bool beyond;
+};
+
+/**
+ * struct remu_rd_map_set - an RC QP's out-of-order READ response maps, one
+ *	per outstanding READ up to min(max_rd_atomic, REMU_RD_MAPS): made by
+ *	modify_qp on RTR -> RTS or a change of max_rd_atomic, handed to the
+ *	work item through remu_qp_eng.maps_new
+ * @n:		maps in @m
+ * @m:		the maps
+ */
+struct remu_rd_map_set {
+	u32 n;
+	struct remu_rd_map m[];
 };
 
 /**
@@ -142,6 +156,23 @@ struct remu_rd_res {
 };
 
 /**
+ * struct remu_rd_res_set - an RC QP's responder resources, as many as its
+ *	max_dest_rd_atomic (at least one): made by modify_qp when the QP
+ *	enters RTR (empty) or changes max_dest_rd_atomic in SQD (@carry),
+ *	handed to the work item through remu_qp_eng.res_new
+ * @n:		entries in @r
+ * @next:	the entry the next READ/atomic goes into
+ * @carry:	take the newest entries of the set it replaces (up to @n)
+ * @r:		the entries, a ring of the last @n READs/atomics executed
+ */
+struct remu_rd_res_set {
+	u32 n;
+	u32 next;
+	bool carry;
+	struct remu_rd_res r[];
+};
+
+/**
  * struct remu_qp_eng - engine state of a QP (see the top comment)
  * @rxq:	packets queued by remu_rcv() (its own lock: softirq side)
  * @mtu:	path MTU in bytes
@@ -155,9 +186,13 @@ struct remu_rd_res {
  *		it answers nothing this QP sent and is dropped
  * @una:	oldest unacknowledged PSN (RC)
  * @rd_out:	outstanding READ/atomic WQEs
- * @rdmap:	out-of-order response maps of up to REMU_RD_MAPS outstanding
- *		READs (one without a map places its responses in order only)
- * @rdmap_used:	bit i: @rdmap[i] belongs to a READ
+ * @maps:	RC: out-of-order response maps of up to @maps->n outstanding
+ *		READs (one without a map places its responses in order only);
+ *		NULL before the first RTS and for other transports, which send
+ *		no READ.  Only the work item reads, replaces or frees it
+ * @maps_new:	a set modify_qp made for @maps (remu_eng_set()); the work
+ *		item takes it once no READ holds a map beyond its end
+ * @rdmap_used:	bit i: @maps->m[i] belongs to a READ
  * @retries:	retransmissions left before RETRY_EXC_ERR
  * @rnr_left:	RNR retries left (7 = infinite)
  * @rnr_wait:	waiting for the RNR timer
@@ -191,8 +226,12 @@ struct remu_rd_res {
  * @wr_va, @wr_rkey, @wr_len, @wr_off: the RDMA WRITE in progress
  * @res:	RC responder: the last max_dest_rd_atomic READs and atomics
  *		(at least one), the only requests a duplicate may repeat;
- *		REMU_MAX_RD_ATOMIC entries (NULL for other transports)
- * @res_next:	the @res slot the next one goes into
+ *		NULL until the QP first enters RTR, and for other transports.
+ *		Only the work item reads, replaces or frees it
+ * @res_new:	a set modify_qp made for @res (remu_eng_set()); the work
+ *		item takes it with xchg() before it looks at a packet
+ *		(remu_eng_take()), so modify_qp never frees a set that the
+ *		responder may be using
  * @uav:	UD: the address vector of each SQ slot, resolved when the WQE
  *		was posted (remu_req_post_av()); NULL for other QPs
  * @dst_cache:	RC/UC: the route of the QP's path, per CPU (remu_net.c
@@ -216,7 +255,8 @@ struct remu_qp_eng {
 	u32 sent_end;
 	u32 una;
 	u32 rd_out;
-	struct remu_rd_map rdmap[REMU_RD_MAPS];
+	struct remu_rd_map_set *maps;
+	struct remu_rd_map_set *maps_new;
 	u32 rdmap_used;
 	u8 retries;
 	u8 rnr_left;
@@ -250,8 +290,8 @@ struct remu_qp_eng {
 	u32 wr_rkey;
 	u32 wr_len;
 	u32 wr_off;
-	struct remu_rd_res *res;
-	u32 res_next;
+	struct remu_rd_res_set *res;
+	struct remu_rd_res_set *res_new;
 	struct remu_uav *uav;
 	u32 av_next;
 	struct dst_cache dst_cache;
@@ -288,7 +328,7 @@ static inline s32 remu_psn_diff(u32 a, u32 b)
 static inline struct remu_rd_map *remu_swqe_map(struct remu_qp_eng *e,
 						 struct remu_swqe *sw)
 {
-	return sw->map ? &e->rdmap[sw->map - 1] : NULL;
+	return sw->map ? &e->maps->m[sw->map - 1] : NULL;
 }
 
 /*
@@ -314,6 +354,14 @@ int remu_eng_init(struct remu_qp *qp);
 void remu_eng_fini(struct remu_qp *qp);
 void remu_eng_reset(struct remu_qp *qp);
 void remu_eng_modify(struct remu_qp *qp, int cur, int next);
+/* what a modify_qp gives the engines (remu_eng_alloc(), remu_eng_set()) */
+struct remu_eng_new {
+	struct remu_rd_res_set *res;
+	struct remu_rd_map_set *maps;
+};
+int remu_eng_alloc(struct remu_qp *qp, const struct ib_qp_attr *attr,
+		   int mask, int cur, int next, struct remu_eng_new *n);
+void remu_eng_set(struct remu_qp *qp, struct remu_eng_new *n);
 void remu_eng_run(struct remu_qp *qp);
 void remu_eng_kick(struct remu_qp *qp);
 

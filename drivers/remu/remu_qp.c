@@ -39,7 +39,11 @@
  *   cq->lock             nests inside the cons_locks
  *   rdev->q.qp_xa lock   QPN table; remu_qp_get() takes a reference under it
  * qp->state is written under qp->mutex (and read locklessly with
- * READ_ONCE() by the post paths and the send work).
+ * READ_ONCE() by the post paths and the send work).  An RC QP's responder
+ * resources and READ response maps are sized by its max_dest_rd_atomic and
+ * max_rd_atomic: modify_qp allocates them (remu_eng_alloc()) before it
+ * changes anything, and hands them to the send work, which alone frees
+ * the old ones (remu_eng_set(), remu_req.c).
  */
 #include <linux/log2.h>
 #include <rdma/ib_cache.h>
@@ -543,6 +547,7 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		   struct ib_udata *udata)
 {
 	struct remu_qp *qp = to_remu_qp(ibqp);
+	struct remu_eng_new eng_new;
 	enum ib_qp_state cur, next;
 	int err;
 
@@ -565,7 +570,13 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	err = remu_qp_check_attr(qp, attr, mask);
 	if (err)
 		goto out;
+	/* the only allocations: before anything changes */
+	err = remu_eng_alloc(qp, attr, mask, cur, next, &eng_new);
+	if (err)
+		goto out;
 	remu_qp_store_attr(qp, attr, mask);
+	/* before the state: the first packet in RTR finds them */
+	remu_eng_set(qp, &eng_new);
 
 	if (mask & IB_QP_STATE) {
 		qp->attr.qp_state = next;

@@ -36,6 +36,12 @@
  * completer's timer handling, then the requester.  One work item per QP:
  * the engines' state in struct remu_qp_eng needs no lock.  Ring slots are
  * consumed under the rings' cons_locks, never held across an MR copy.
+ * RC's responder resources and READ response maps, sized by the QP's
+ * max_dest_rd_atomic and max_rd_atomic, are made by modify_qp
+ * (remu_eng_alloc(), under qp->mutex, before the QP changes: -ENOMEM
+ * leaves it as it was) and passed to the work item through
+ * eng.res_new/maps_new with xchg(); the work item takes them at the start
+ * of each round (remu_eng_take()) and frees what they replace.
  */
 #include <rdma/ib_cache.h>
 
@@ -88,25 +94,152 @@ int remu_eng_init(struct remu_qp *qp)
 	if (!qp->is_user)
 		e->kreg = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->kreg),
 				   GFP_KERNEL);
-	if (qp->ib_qp.qp_type == IB_QPT_RC)
-		e->res = kvcalloc(REMU_MAX_RD_ATOMIC, sizeof(*e->res), gfp);
+	/* RC's responder resources and READ maps: remu_eng_alloc() */
 	if (remu_qp_type(qp) == IB_QPT_UD)
 		e->uav = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->uav), gfp);
 	if (!e->st || !e->copy || (!qp->is_user && !e->kreg) ||
-	    (qp->ib_qp.qp_type == IB_QPT_RC && !e->res) ||
 	    (remu_qp_type(qp) == IB_QPT_UD && !e->uav)) {
 		kvfree(e->st);
 		kvfree(e->copy);
 		kvfree(e->kreg);
-		kvfree(e->res);
 		kvfree(e->uav);
 		dst_cache_destroy(&e->dst_cache);
 		e->kreg = NULL;
-		e->res = NULL;
 		e->uav = NULL;
 		return -ENOMEM;
 	}
 	return 0;
+}
+
+static bool remu_state_live(int s)
+{
+	return s >= IB_QPS_RTR && s <= IB_QPS_SQD;
+}
+
+/**
+ * remu_eng_alloc - what the engines of an RC QP need for a modify_qp
+ * @qp: the QP
+ * @attr, @mask: the modify_qp's attributes, already checked
+ * @cur, @next: the state before and after it
+ * @n: set to the new sets, or to NULLs where none is needed
+ *
+ * The responder resources: entering RTR, an empty set of
+ * max_dest_rd_atomic entries (at least one; at most REMU_MAX_RD_ATOMIC,
+ * remu_qp_check_attr()); a change of max_dest_rd_atomic past RTR
+ * (SQD -> SQD), a set that keeps the newest entries.  The READ response
+ * maps: on RTR -> RTS or a change of max_rd_atomic past RTR,
+ * min(max_rd_atomic, REMU_RD_MAPS) of them (at least one).  Called under
+ * qp->mutex before anything of the QP changes, so that a failure leaves
+ * the QP as it was.
+ *
+ * Return: 0 or -ENOMEM (nothing allocated).
+ */
+int remu_eng_alloc(struct remu_qp *qp, const struct ib_qp_attr *attr,
+		   int mask, int cur, int next, struct remu_eng_new *n)
+{
+	bool live = remu_state_live(cur) && remu_state_live(next);
+	bool fresh = next == IB_QPS_RTR && cur != IB_QPS_RTR;
+	gfp_t gfp = qp->is_user ? GFP_KERNEL_ACCOUNT : GFP_KERNEL;
+	u32 k;
+
+	memset(n, 0, sizeof(*n));
+	if (qp->ib_qp.qp_type != IB_QPT_RC)
+		return 0;
+	if (fresh || (live && (mask & IB_QP_MAX_DEST_RD_ATOMIC))) {
+		k = (mask & IB_QP_MAX_DEST_RD_ATOMIC) ?
+		    attr->max_dest_rd_atomic : qp->attr.max_dest_rd_atomic;
+		k = clamp_t(u32, k, 1, REMU_MAX_RD_ATOMIC);
+		n->res = kzalloc(struct_size(n->res, r, k), gfp);
+		if (!n->res)
+			return -ENOMEM;
+		n->res->n = k;
+		n->res->carry = !fresh;
+	}
+	if ((cur == IB_QPS_RTR && next == IB_QPS_RTS) ||
+	    (live && (mask & IB_QP_MAX_QP_RD_ATOMIC))) {
+		k = (mask & IB_QP_MAX_QP_RD_ATOMIC) ? attr->max_rd_atomic :
+						      qp->attr.max_rd_atomic;
+		k = clamp_t(u32, k, 1, REMU_RD_MAPS);
+		n->maps = kzalloc(struct_size(n->maps, m, k), gfp);
+		if (!n->maps) {
+			kfree(n->res);
+			n->res = NULL;
+			return -ENOMEM;
+		}
+		n->maps->n = k;
+	}
+	return 0;
+}
+
+/*
+ * remu_eng_set - hand the sets of remu_eng_alloc() to the work item, once
+ * the modify_qp cannot fail any more; under qp->mutex.  Only modify_qp
+ * adds a set and the work item only takes one (remu_eng_take()), so a set
+ * made before and still there was never used: it is freed (and if it was
+ * a responder set to start empty, so is the new one).
+ */
+void remu_eng_set(struct remu_qp *qp, struct remu_eng_new *n)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_rd_res_set *old_res;
+
+	if (n->res) {
+		old_res = xchg(&e->res_new, NULL);
+		if (old_res && !old_res->carry)
+			n->res->carry = false;
+		kfree(old_res);
+		/* pairs with the xchg() of remu_eng_take() */
+		smp_store_release(&e->res_new, n->res);
+	}
+	if (n->maps) {
+		kfree(xchg(&e->maps_new, NULL));
+		/* likewise */
+		smp_store_release(&e->maps_new, n->maps);
+	}
+}
+
+/*
+ * The work item, before it looks at a packet or a WQE: take the sets that
+ * modify_qp made and free the old ones, which nothing else reads.  The
+ * responder resources before a change of their number stay for a
+ * duplicate until overwritten, as in a ring that grew or shrank.  New
+ * maps wait until no READ holds a map beyond their end.
+ */
+static void remu_eng_take(struct remu_qp_eng *e)
+{
+	struct remu_rd_res_set *s, *old;
+	struct remu_rd_map_set *m, *old_m;
+	u32 i, k;
+
+	if (READ_ONCE(e->res_new)) {
+		s = xchg(&e->res_new, NULL);
+		old = e->res;
+		if (s->carry && old) {
+			/* the newest min(old->n, s->n), oldest first */
+			k = min(old->n, s->n);
+			for (i = 0; i < k; i++)
+				s->r[i] = old->r[(old->next + old->n - k + i) %
+						 old->n];
+			s->next = k % s->n;
+		}
+		e->res = s;
+		kfree(old);
+	}
+	if (READ_ONCE(e->maps_new)) {
+		m = xchg(&e->maps_new, NULL);
+		if (e->rdmap_used >> m->n) {
+			/* not yet; unless modify_qp made another meanwhile */
+			if (cmpxchg(&e->maps_new, NULL, m))
+				kfree(m);
+			return;
+		}
+		old_m = e->maps;
+		if (old_m)
+			memcpy(m->m, old_m->m,
+			       min(old_m->n, m->n) * sizeof(m->m[0]));
+		e->maps = m;
+		kfree(old_m);
+	}
 }
 
 /* after every lookup is gone: stop the timer and the work, drop packets */
@@ -121,7 +254,10 @@ void remu_eng_fini(struct remu_qp *qp)
 	kvfree(e->st);
 	kvfree(e->copy);
 	kvfree(e->kreg);
-	kvfree(e->res);
+	kfree(e->maps);
+	kfree(e->maps_new);
+	kfree(e->res);
+	kfree(e->res_new);
 	kvfree(e->uav);
 	dst_cache_destroy(&e->dst_cache);
 }
@@ -181,9 +317,7 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 		e->rpsn = qp->attr.rq_psn;
 		e->msn = 0;
 		e->comm_est = false;
-		if (e->res)
-			memset(e->res, 0, REMU_MAX_RD_ATOMIC * sizeof(*e->res));
-		e->res_next = 0;
+		/* RC: the responder resources start empty (remu_eng_set()) */
 		remu_eng_set_mtu(qp);
 		break;
 	case IB_QPS_RTS:
@@ -265,6 +399,7 @@ again:
 	clear_bit(REMU_ENG_AGAIN, &e->run);
 	/* a packet kicked after this is seen below, or by the next round */
 	smp_mb__after_atomic();
+	remu_eng_take(e);
 	while (budget > 0 && (skb = skb_dequeue(&e->rxq))) {
 		enum ib_qp_state s = READ_ONCE(qp->state);
 
@@ -723,15 +858,18 @@ static int remu_req_local(struct remu_qp *qp, u32 idx,
 	return remu_mr_fast_reg(r->mr, r->key, r->access, r->iova, r->length);
 }
 
-/* give READ @sw an out-of-order map, if one of REMU_RD_MAPS is free */
+/* give READ @sw an out-of-order map, if one of the QP's maps is free */
 static void remu_req_map_get(struct remu_qp_eng *e, struct remu_swqe *sw)
 {
 	unsigned long used = e->rdmap_used;
-	unsigned int i = find_first_zero_bit(&used, REMU_RD_MAPS);
+	unsigned int i;
 
-	if (i >= REMU_RD_MAPS)
+	if (!e->maps)
+		return;
+	i = find_first_zero_bit(&used, e->maps->n);
+	if (i >= e->maps->n)
 		return;		/* none: responses placed in order only */
-	memset(&e->rdmap[i], 0, sizeof(e->rdmap[i]));
+	memset(&e->maps->m[i], 0, sizeof(e->maps->m[i]));
 	e->rdmap_used |= BIT(i);
 	sw->map = i + 1;
 }

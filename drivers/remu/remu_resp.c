@@ -683,22 +683,23 @@ static u8 remu_resp_flush(struct remu_qp *qp, struct sk_buff *skb)
 static void remu_resp_save_res(struct remu_qp *qp,
 			       const struct remu_rd_res *r)
 {
-	struct remu_qp_eng *e = &qp->eng;
-	u32 n = clamp_t(u32, qp->attr.max_dest_rd_atomic, 1,
-			REMU_MAX_RD_ATOMIC);
+	struct remu_rd_res_set *s = qp->eng.res;
 
-	e->res[e->res_next % n] = *r;
-	e->res_next = (e->res_next + 1) % n;
+	/* an RC QP past RTR always has its set (remu_eng_take()) */
+	if (!s)
+		return;
+	s->r[s->next] = *r;
+	s->next = (s->next + 1) % s->n;
 }
 
 /* the saved READ or atomic whose PSNs include @psn, or NULL */
 static struct remu_rd_res *remu_resp_find_res(struct remu_qp *qp, u32 psn)
 {
-	struct remu_qp_eng *e = &qp->eng;
+	struct remu_rd_res_set *s = qp->eng.res;
 	unsigned int i;
 
-	for (i = 0; i < REMU_MAX_RD_ATOMIC; i++) {
-		struct remu_rd_res *r = &e->res[i];
+	for (i = 0; s && i < s->n; i++) {
+		struct remu_rd_res *r = &s->r[i];
 		s32 k = remu_psn_diff(psn, r->psn);
 
 		if (r->opcode && k >= 0 && k < r->npkts)
