@@ -241,6 +241,49 @@ static inline u64 remu_odp_access(struct ib_umem_odp *odp, unsigned long va)
 	       (HMM_PFN_VALID | HMM_PFN_WRITE);
 }
 #endif
+/*
+ * remu_odp_take_range - take [@start, @end) of @odp away from the device, under
+ * umem_mutex, as an invalidation must; return how many PAGE_SIZE pages
+ * were mapped there.  Before 6.16 ib_umem_odp_unmap_dma_pages() does it
+ * all, and odp->npages counts the device pages mapped.  Since then that
+ * function serves DMA-mapped entries only: for a device without DMA
+ * (ib_uses_virt_dma(), remu) the core never counts the pages it faults in,
+ * clears the entry of index offset >> page_shift where map.pfn_list has one
+ * entry per PAGE_SIZE (a huge-page umem kept most of its pages mapped after
+ * munmap), and does not mark written pages dirty.  So remu clears the
+ * entries itself, one per PAGE_SIZE page, and marks dirty what the device
+ * could write, as the core does for DMA-mapped pages.
+ */
+#ifdef REMU_HAVE_ODP_DMA_LIST
+static inline u64 remu_odp_take_range(struct ib_umem_odp *odp, u64 start,
+				      u64 end)
+{
+	int before = odp->npages;
+
+	ib_umem_odp_unmap_dma_pages(odp, start, end);
+	return (u64)(before - odp->npages) << (odp->page_shift - PAGE_SHIFT);
+}
+#else
+static inline u64 remu_odp_take_range(struct ib_umem_odp *odp, u64 start,
+				      u64 end)
+{
+	unsigned long *pfn = odp->map.pfn_list;
+	u64 i = (ALIGN_DOWN(start, PAGE_SIZE) - ib_umem_start(odp)) >> PAGE_SHIFT;
+	u64 last = (ALIGN(end, PAGE_SIZE) - ib_umem_start(odp)) >> PAGE_SHIFT;
+	u64 pages = 0;
+
+	lockdep_assert_held(&odp->umem_mutex);
+	for (; i < last; i++) {
+		if (pfn[i] & HMM_PFN_VALID) {
+			if (pfn[i] & HMM_PFN_WRITE)
+				set_page_dirty(compound_head(hmm_pfn_to_page(pfn[i])));
+			pages++;
+		}
+		pfn[i] &= ~HMM_PFN_FLAGS;
+	}
+	return pages;
+}
+#endif
 /* the struct page of the PAGE_SIZE page of @odp holding @va */
 static inline struct page *remu_odp_page(struct ib_umem_odp *odp,
 					 unsigned long va)
@@ -273,6 +316,17 @@ extern struct device_attribute dev_attr_absent;
 #ifndef REMU_HAVE_IB_DEVICE_GET_NETDEV
 struct net_device *remu_compat_get_netdev(struct ib_device *ibdev, u32 port);
 #define ib_device_get_netdev remu_compat_get_netdev
+#endif
+
+/*
+ * After 6.12 ib_core follows a RoCE port's netdev itself and dispatches
+ * IB_EVENT_PORT_ACTIVE / PORT_ERR once per change of state
+ * (ib_dispatch_port_state_event()); before, the driver does.
+ */
+#ifdef REMU_HAVE_CORE_PORT_EVENTS
+#define REMU_CORE_PORT_EVENTS	1
+#else
+#define REMU_CORE_PORT_EVENTS	0
 #endif
 
 /*

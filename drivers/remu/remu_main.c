@@ -223,8 +223,11 @@ static int remu_netdev_event(struct notifier_block *nb, unsigned long event,
 	case NETDEV_UP:
 	case NETDEV_DOWN:
 	case NETDEV_CHANGE:
-		remu_port_event(rdev, remu_port_state(ndev) == IB_PORT_ACTIVE ?
-				IB_EVENT_PORT_ACTIVE : IB_EVENT_PORT_ERR);
+		/* after 6.12 ib_core sends these itself, once per change */
+		if (!REMU_CORE_PORT_EVENTS)
+			remu_port_event(rdev,
+					remu_port_state(ndev) == IB_PORT_ACTIVE ?
+					IB_EVENT_PORT_ACTIVE : IB_EVENT_PORT_ERR);
 		break;
 	default:
 		break;

@@ -48,7 +48,7 @@
  *		the caller retries ->map().
  *  invalidate	takes umem_mutex, bumps the notifier sequence
  *		(mmu_interval_set_seq) and clears the entries of the range
- *		(ib_umem_odp_unmap_dma_pages).
+ *		(remu_odp_take_range(): ib_umem_odp_unmap_dma_pages before 6.16).
  *
  * Locking: umem_mutex is held for exactly one segment access (one page at
  * most), so an invalidation waits for the access in flight on that page
@@ -128,7 +128,7 @@ static bool remu_odp_invalidate(struct mmu_interval_notifier *mni,
 		container_of(mni, struct ib_umem_odp, notifier);
 	unsigned long start, end;
 	struct remu_mr *mr;
-	int before;
+	u64 pages = 0;
 
 	if (!mmu_notifier_range_blockable(range))
 		return false;
@@ -138,16 +138,11 @@ static bool remu_odp_invalidate(struct mmu_interval_notifier *mni,
 	mmu_interval_set_seq(mni, cur_seq);
 	start = max_t(unsigned long, range->start, ib_umem_start(odp));
 	end = min_t(unsigned long, range->end, ib_umem_end(odp));
-	before = odp->npages;
 	if (start < end)
-		ib_umem_odp_unmap_dma_pages(odp, start, end);
+		pages = remu_odp_take_range(odp, start, end);
 	if (mr)
-		trace_remu_odp_invalidate(mr, range, start, end,
-					  remu_odp_pages(odp,
-							 before - odp->npages));
-	if (mr && before != odp->npages) {
-		u64 pages = remu_odp_pages(odp, before - odp->npages);
-
+		trace_remu_odp_invalidate(mr, range, start, end, pages);
+	if (mr && pages) {
 		remu_count(mr->rdev, REMU_CNT_ODP_INVALIDATIONS);
 		remu_count_add(mr->rdev, REMU_CNT_ODP_INVALIDATION_PAGES,
 			       pages);

@@ -159,11 +159,14 @@ static void remu_get_dev_fw_str(struct ib_device *ibdev, char *str)
  * @ndev: the port's netdev
  *
  * Return: IB_PORT_ACTIVE when the netdev is up with carrier, else
- * IB_PORT_DOWN.
+ * IB_PORT_DOWN: the rule of mlx5's RoCE ports, of rxe and, after 6.12, of
+ * ib_core's own port events (ib_get_curr_port_state()), so that a query
+ * after an event agrees with it.  The operational state (netif_oper_up())
+ * would not: the link watch updates it after NETDEV_UP.
  */
 enum ib_port_state remu_port_state(struct net_device *ndev)
 {
-	return netif_running(ndev) && netif_oper_up(ndev) ?
+	return netif_running(ndev) && netif_carrier_ok(ndev) ?
 	       IB_PORT_ACTIVE : IB_PORT_DOWN;
 }
 
