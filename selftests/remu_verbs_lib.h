@@ -709,7 +709,7 @@ static inline int remu_pair_check(const char *dev_a, const char *dev_b,
 	uint8_t *bb = aligned_alloc(4096, (size_t)len + 4096);
 	struct remu_end a = {}, b = {};
 	struct ibv_mr *ma = NULL, *mb = NULL;
-	int gi, ret = -1;
+	int gi, st, ret = -1;
 	uint32_t i;
 
 	if (!ba || !bb || remu_end_open(&a, dev_a, 0, 16, &cap) ||
@@ -728,12 +728,27 @@ static inline int remu_pair_check(const char *dev_a, const char *dev_b,
 	for (i = 0; i < len; i++)
 		ba[i] = (uint8_t)(i * 7 + 3 + (i >> 9));
 	memset(ba + len, 0, len);
-	if (remu_rdma1(a.qp, a.cq, IBV_WR_RDMA_WRITE, (uintptr_t)ba, ma->lkey,
-		       len, (uintptr_t)bb, mb->rkey, 20) ||
-	    remu_rdma1(a.qp, a.cq, IBV_WR_RDMA_READ, (uintptr_t)ba + len,
-		       ma->lkey, len, (uintptr_t)bb, mb->rkey, 20))
+	/* what failed goes to stderr: status, -1 for no completion */
+	st = remu_rdma1(a.qp, a.cq, IBV_WR_RDMA_WRITE, (uintptr_t)ba, ma->lkey,
+			len, (uintptr_t)bb, mb->rkey, 20);
+	if (st) {
+		fprintf(stderr, "# pair_check %s -> %s: WRITE of %u: %d (%s)\n",
+			dev_a, dev_b, len, st, st < 0 ? "no completion in 20 s" :
+			ibv_wc_status_str(st));
 		goto out;
+	}
+	st = remu_rdma1(a.qp, a.cq, IBV_WR_RDMA_READ, (uintptr_t)ba + len,
+			ma->lkey, len, (uintptr_t)bb, mb->rkey, 20);
+	if (st) {
+		fprintf(stderr, "# pair_check %s -> %s: READ of %u: %d (%s)\n",
+			dev_a, dev_b, len, st, st < 0 ? "no completion in 20 s" :
+			ibv_wc_status_str(st));
+		goto out;
+	}
 	ret = memcmp(ba, bb, len) || memcmp(ba, ba + len, len) ? -1 : 0;
+	if (ret)
+		fprintf(stderr, "# pair_check %s -> %s: data differs\n",
+			dev_a, dev_b);
 out:
 	if (ma)
 		ibv_dereg_mr(ma);

@@ -319,6 +319,21 @@ struct net_device *remu_compat_get_netdev(struct ib_device *ibdev, u32 port);
 #endif
 
 /*
+ * remu_crc32_lib_optimized(): on kernels whose crypto API "crc32" is
+ * "crc32-lib" (6.14+: a shim over the library crc32_le()), whether that
+ * library uses the CPU's carry-less multiply; false where the kernel
+ * cannot say (there the crypto driver's own name says it: crc32-pclmul).
+ */
+#ifdef REMU_HAVE_CRC32_OPTIMIZATIONS
+#include <linux/bits.h>
+#include <linux/crc32.h>
+#define remu_crc32_lib_optimized() \
+	(!!(crc32_optimizations() & CRC32_LE_OPTIMIZATION))
+#else
+#define remu_crc32_lib_optimized()	false
+#endif
+
+/*
  * After 6.12 ib_core follows a RoCE port's netdev itself and dispatches
  * IB_EVENT_PORT_ACTIVE / PORT_ERR once per change of state
  * (ib_dispatch_port_state_event()); before, the driver does.

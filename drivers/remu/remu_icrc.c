@@ -5,8 +5,10 @@
  * Owns the module's one crc32 transform.  It is allocated by name
  * ("crc32") through the crypto API at module load, so the fastest
  * implementation the CPU allows binds (crc32-pclmul on x86 with PCLMULQDQ,
- * crc32-generic otherwise); the driver's name is logged at load and shown
- * in debugfs (remu/icrc_driver).  The crypto API's "crc32" starts from a
+ * crc32-generic otherwise; from 6.14 always crc32-lib, over a library
+ * crc32_le() that uses PCLMULQDQ itself when the CPU has it, which the
+ * load log then adds); the driver's name is logged at load and shown in
+ * debugfs (remu/icrc_driver).  The crypto API's "crc32" starts from a
  * seed of 0 and does not invert its result (it is crc32_le()); the seed of
  * all 1s the ICRC needs is set once as the transform's key.
  *
@@ -66,7 +68,9 @@ int remu_icrc_init(void)
 		remu_icrc_exit();
 		return err;
 	}
-	pr_info("ICRC computed by %s\n", remu_icrc_driver());
+	pr_info("ICRC computed by %s%s\n", remu_icrc_driver(),
+		remu_crc32_lib_optimized() ?
+		" (crc32_le optimized for this CPU)" : "");
 	return 0;
 }
 
