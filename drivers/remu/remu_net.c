@@ -504,15 +504,16 @@ static bool remu_net_loopback(struct remu_dev *rdev,
  * @av: the destination
  * @skb: the packet, data at the BTH, every header and the payload filled
  *	 in; the caller may have set skb->sk and a destructor (flow
- *	 control); the ICRC field is filled in here
+ *	 control); the ICRC field is filled in here (left zero on the
+ *	 loopback path)
  *
- * Routes in the netdev's namespace (bound to the netdev), adds the UDP and
- * IP headers and computes the ICRC over the finished packet.  A packet to
- * a local address of a remu device in the same namespace (this one or
- * another) goes straight to that device's receive path
- * (remu_net_loopback(), counted in loopback_pkts too); any other goes
- * through the IP stack (netfilter, neighbour resolution, lo for other
- * local addresses).  Consumes @skb in every case.
+ * Routes in the netdev's namespace (bound to the netdev) and adds the UDP
+ * and IP headers.  A packet to a local address of a remu device in the
+ * same namespace (this one or another) goes straight to that device's
+ * receive path with no ICRC (remu_net_loopback(), counted in
+ * loopback_pkts too); any other gets the ICRC over the finished packet
+ * and goes through the IP stack (netfilter, neighbour resolution, lo for
+ * other local addresses).  Consumes @skb in every case.
  *
  * Context: any; does not sleep.
  * Return: 0, or a negative errno (no route, or the stack dropped it);
@@ -696,7 +697,7 @@ static void remu_rx_net(struct sk_buff *skb, struct remu_pkt *pkt)
  * the ICRC (nothing in a corrupted packet can be trusted), then the BTH.
  * @local: the packet comes from remu_net_loopback(), built by remu's own
  * engines in this namespace and handed over in memory, never on a wire:
- * it carries no ICRC (its field is not filled in) and none is checked;
+ * it carries no ICRC (its field is left zero) and none is checked;
  * every other check is made.  Every datagram from the UDP socket, the
  * packet fuzzer's among them, comes with @local false.
  */
