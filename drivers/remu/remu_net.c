@@ -26,9 +26,9 @@
  *   headers, stores the ICRC and hands it to the IP stack; or, for a
  *   local address of a remu device in the same namespace, straight to
  *   that device's receive path (remu_net_loopback(): no IP stack, no lo,
- *   every receive check still made).  A remu device in another
- *   namespace is reached through the IP stack (the veth), and its
- *   packets come back in through the receive path like any packet.
+ *   no ICRC, every other receive check still made).  A remu device in
+ *   another namespace is reached through the IP stack (the veth), and
+ *   its packets come back in through the receive path like any packet.
  * - receive: remu_udp_encap_rcv() runs in softirq for each datagram to
  *   4791, finds the remu device (by ingress netdev, or for packets to a
  *   local address arriving on lo, by destination address), validates the
@@ -504,15 +504,16 @@ static bool remu_net_loopback(struct remu_dev *rdev,
  * @av: the destination
  * @skb: the packet, data at the BTH, every header and the payload filled
  *	 in; the caller may have set skb->sk and a destructor (flow
- *	 control); the ICRC field is filled in here
+ *	 control); the ICRC field is filled in here (left zero on the
+ *	 loopback path)
  *
- * Routes in the netdev's namespace (bound to the netdev), adds the UDP and
- * IP headers and computes the ICRC over the finished packet.  A packet to
- * a local address of a remu device in the same namespace (this one or
- * another) goes straight to that device's receive path
- * (remu_net_loopback(), counted in loopback_pkts too); any other goes
- * through the IP stack (netfilter, neighbour resolution, lo for other
- * local addresses).  Consumes @skb in every case.
+ * Routes in the netdev's namespace (bound to the netdev) and adds the UDP
+ * and IP headers.  A packet to a local address of a remu device in the
+ * same namespace (this one or another) goes straight to that device's
+ * receive path with no ICRC (remu_net_loopback(), counted in
+ * loopback_pkts too); any other gets the ICRC over the finished packet
+ * and goes through the IP stack (netfilter, neighbour resolution, lo for
+ * other local addresses).  Consumes @skb in every case.
  *
  * Context: any; does not sleep.
  * Return: 0, or a negative errno (no route, or the stack dropped it);
@@ -579,12 +580,14 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 	skb_dst_set(skb, dst);
 	skb->dev = dst->dev;
 
+	/* never on a wire: no ICRC to compute (remu_net_loopback()) */
+	if (remu_net_loopback(rdev, dst, skb))
+		return 0;
+
 	/* the headers are final: what the ICRC covers is on the wire now */
 	icrc = cpu_to_le32(remu_icrc(skb, bth));
 	skb_store_bits(skb, skb->len - REMU_ICRC_LEN, &icrc, sizeof(icrc));
 
-	if (remu_net_loopback(rdev, dst, skb))
-		return 0;
 	if (skb->protocol == htons(ETH_P_IP))
 		err = ip_local_out(net, skb->sk, skb);
 	else
@@ -692,8 +695,14 @@ static void remu_rx_net(struct sk_buff *skb, struct remu_pkt *pkt)
  * length (and a non-zero UDP checksum).  The checks run in this order:
  * what the ICRC computation needs (plain IP header, BTH and ICRC present),
  * the ICRC (nothing in a corrupted packet can be trusted), then the BTH.
+ * @local: the packet comes from remu_net_loopback(), built by remu's own
+ * engines in this namespace and handed over in memory, never on a wire:
+ * it carries no ICRC (its field is left zero) and none is checked;
+ * every other check is made.  Every datagram from the UDP socket, the
+ * packet fuzzer's among them, comes with @local false.
  */
-static void remu_net_rx(struct remu_dev *rdev, struct sk_buff *skb)
+static void remu_net_rx(struct remu_dev *rdev, struct sk_buff *skb,
+			bool local)
 {
 	const struct remu_opcode_info *info;
 	enum remu_counter why;
@@ -722,9 +731,10 @@ static void remu_net_rx(struct remu_dev *rdev, struct sk_buff *skb)
 	bth = (struct remu_bth *)skb->data;
 
 	why = REMU_CNT_RCVD_ICRC_ERR;
-	if (skb_copy_bits(skb, skb->len - REMU_ICRC_LEN, &wire_icrc,
-			  sizeof(wire_icrc)) ||
-	    le32_to_cpu(wire_icrc) != remu_icrc(skb, bth))
+	if (!local &&
+	    (skb_copy_bits(skb, skb->len - REMU_ICRC_LEN, &wire_icrc,
+			   sizeof(wire_icrc)) ||
+	     le32_to_cpu(wire_icrc) != remu_icrc(skb, bth)))
 		goto drop;
 
 	why = REMU_CNT_RCVD_BAD_VERSION;
@@ -775,15 +785,19 @@ drop:
 	kfree_skb(skb);
 }
 
-/* hand @skb (data at the UDP header) to @rdev's checks; under RCU, BH off */
-static void remu_rx_deliver(struct remu_dev *rdev, struct sk_buff *skb)
+/*
+ * hand @skb (data at the UDP header) to @rdev's checks (@local: from
+ * remu_net_loopback(), see remu_net_rx()); under RCU, BH off
+ */
+static void remu_rx_deliver(struct remu_dev *rdev, struct sk_buff *skb,
+			    bool local)
 {
 	if (!rdev || !ib_device_try_get(&rdev->ib_dev)) {
 		atomic64_inc(&remu_rx_no_dev);
 		kfree_skb(skb);
 		return;
 	}
-	remu_net_rx(rdev, skb);
+	remu_net_rx(rdev, skb, local);
 	ib_device_put(&rdev->ib_dev);
 }
 
@@ -792,7 +806,7 @@ static int remu_udp_encap_rcv(struct sock *sk, struct sk_buff *skb)
 {
 	struct remu_ns *ns = rcu_dereference_sk_user_data(sk);
 
-	remu_rx_deliver(ns ? remu_rx_find_dev(ns, skb) : NULL, skb);
+	remu_rx_deliver(ns ? remu_rx_find_dev(ns, skb) : NULL, skb, false);
 	return 0;
 }
 
@@ -814,20 +828,25 @@ static bool remu_dst_local(const struct dst_entry *dst,
 
 /*
  * The loopback path of remu_net_xmit().  @skb is finished for the wire
- * (data at the IP header; IP, UDP, BTH... and the ICRC in place) and @dst,
- * its route, is attached.  When that route is to a local address (never
- * for multicast: the IP stack loops those back itself) and a remu device
- * of the sender's namespace holds the address, the packet is handed to
- * that device's receive path here, as lo and the UDP socket would after
- * the IP stack: it meets every receive check (IP header, lengths, ICRC,
- * BTH) and is counted there as received or dropped, then as sent
- * (sent_pkts and loopback_pkts: counted once the packet reached the
- * receive path, for whoever matches sent and received counts).  What is
- * skipped: netfilter, the lo device and its softirq, the UDP socket
- * lookup (so the namespace's UDP MIB does not count these; rdma_rxe's
- * loopback skips the same).  A device in another namespace is reached
- * only through the IP stack (veth), so netem and netfilter on the path
- * between namespaces still see every packet.
+ * but for its ICRC (data at the IP header; IP, UDP, BTH... in place) and
+ * @dst, its route, is attached.  When that route is to a local address
+ * (never for multicast: the IP stack loops those back itself) and a remu
+ * device of the sender's namespace holds the address, the packet is
+ * handed to that device's receive path here, as lo and the UDP socket
+ * would after the IP stack: it meets every receive check but the ICRC
+ * (IP header, lengths, BTH) and is counted there as received or dropped,
+ * then as sent (sent_pkts and loopback_pkts: counted once the packet
+ * reached the receive path, for whoever matches sent and received
+ * counts).  What is skipped: netfilter, the lo device and its softirq,
+ * the UDP socket lookup (so the namespace's UDP MIB does not count these;
+ * rdma_rxe's loopback skips the same), and the ICRC, neither computed nor
+ * checked: the packet goes from memory to memory, so nothing can corrupt
+ * it between the two, and only remu_net_xmit(), with a packet remu's own
+ * engines built, ever reaches this path (every datagram from outside
+ * arrives through the UDP socket and is checked; loopback_pkts counts
+ * exactly the packets that skipped it).  A device in another namespace is
+ * reached only through the IP stack (veth), so netem and netfilter on the
+ * path between namespaces still see every packet, ICRC included.
  *
  * Context: as remu_net_xmit(); the receive path runs here with BH off and
  * under RCU, as in softirq.  It only queues the packet on a QP and queues
@@ -860,7 +879,7 @@ static bool remu_net_loopback(struct remu_dev *rdev,
 	skb->pkt_type = PACKET_HOST;
 	__skb_pull(skb, skb_transport_offset(skb));
 
-	remu_rx_deliver(to, skb);
+	remu_rx_deliver(to, skb, true);
 	/* after the receive, as when lo's softirq runs inline in the send */
 	remu_count(rdev, REMU_CNT_SENT_PKTS);
 	remu_count(rdev, REMU_CNT_LOOPBACK_PKTS);
