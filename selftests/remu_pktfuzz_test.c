@@ -834,6 +834,24 @@ static void post_some(struct fuzz *z, struct fqp *q)
 	ibv_post_send(q->qp, &wr, &bad);
 }
 
+/*
+ * Stop the fuzzed QPs' own traffic before the count: an RC SEND to a peer
+ * with no receive posted is retried for ever (rnr_retry 7, a 10 us RNR
+ * timer), as on any NIC, and such a loop keeps thousands of datagrams a
+ * second moving while the counters are read.  A QP in ERR sends nothing
+ * more; packets still on their way are counted where they arrive.
+ */
+static void quiesce(struct fuzz *z)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+	int k, i;
+
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < z->s[k].nq; i++)
+			if (z->s[k].q[i].qp)
+				ibv_modify_qp(z->s[k].q[i].qp, &a, IBV_QP_STATE);
+}
+
 static void drain(struct fuzz *z)
 {
 	struct ibv_async_event ev;
@@ -1148,16 +1166,18 @@ TEST_F_TIMEOUT(pktfuzz, fuzz, 600)
 	}
 	atomic_store(&z->x.stop, true);
 	pthread_join(z->x.thread, NULL);
+	quiesce(z);
 
 	/* let every queued packet be processed before counting */
 	usleep(500000);
 	drain(z);
 	/*
-	 * Retransmissions and ACKs of the fuzzed QPs may still be on the
-	 * wire: count when no datagram arrived while remu's counters were
-	 * read (UDP counts a datagram after remu's encap_rcv returned) and
-	 * no loopback packet since the previous reading (loopback_pkts is
-	 * read with the other counters)
+	 * Packets sent before the QPs went to ERR may still be on their way:
+	 * count when no datagram arrived while remu's counters were read
+	 * (UDP counts a datagram after remu's encap_rcv returned; each
+	 * counter file may come from a fresher snapshot than the one before)
+	 * and no loopback packet since the previous reading (loopback_pkts
+	 * is read with the other counters)
 	 */
 	for (k = 0; k < 50; k++) {
 		long long before = udp_in("") + udp_in("peer");
@@ -1171,6 +1191,10 @@ TEST_F_TIMEOUT(pktfuzz, fuzz, 600)
 			break;
 		prev = loop1;
 		usleep(100000);
+	}
+	printf("# fuzz: counters read when stable, after %ld reading(s)\n", k + 1);
+	EXPECT_GT(50, k) {
+		printf("# fuzz: packets still moving after 50 readings with every QP in ERR\n");
 	}
 
 	printf("# fuzz: %ld packets in %.1f s (%ld could not be sent: larger than the MTU)\n",
