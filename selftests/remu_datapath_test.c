@@ -1510,6 +1510,74 @@ TEST_F(dp, retry_exceeded)
 }
 
 /*
+ * drop (@on) or pass again every RoCE packet remu0 sends on v0 whose PSN
+ * is one of @psns (u32 matches at offset 36 from the IPv4 header: IP 20,
+ * UDP 8, then the BTH word that holds the PSN)
+ */
+static int drop_psns(int on, const uint32_t *psns, int n)
+{
+	char cmd[256];
+	int i;
+
+	if (!on)
+		return remu_sh("tc qdisc del dev v0 clsact");
+	if (remu_sh("tc qdisc replace dev v0 clsact"))
+		return -1;
+	for (i = 0; i < n; i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "tc filter add dev v0 egress protocol ip u32 match ip protocol 17 0xff match ip dport 4791 0xffff match u32 0x%06x 0x00ffffff at 36 action drop",
+			 psns[i]);
+		if (remu_sh(cmd))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * A resend asks for an ACK.  A four-packet WRITE (PSNs 0x123..0x126)
+ * whose last two packets never arrive (dropped on v0, for good): remu1
+ * takes the first two, neither asking for an ACK, without a word.  Each
+ * timer go-back sends them again, now duplicates; the first packet of a
+ * go-back carries AckReq, so remu1 answers it, and remu0 learns what got
+ * through (without it the responder stayed silent through every resend).
+ * The rest never arrives: RETRY_EXC_ERR all the same.
+ */
+TEST_F(dp, resend_asks_ack)
+{
+	static const uint32_t lost[] = { 0x125, 0x126 };
+	/* four packets of the path MTU, the last one short */
+	uint32_t mtu = 128u << remu_min_mtu(self->a.mtu, self->b.mtu);
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 3 * mtu + 100,
+			       self->a.mr->lkey };
+	struct ibv_send_wr swr = { .wr_id = 45, .sg_list = &sge, .num_sge = 1,
+				   .opcode = IBV_WR_RDMA_WRITE,
+				   .send_flags = IBV_SEND_SIGNALED };
+	long sent0 = remu_hw_counter(variant->dev_b, "sent_pkts", true);
+	long dup0 = hw_counter(variant->dev_b, "duplicate_request");
+	struct ibv_wc wc;
+	int st, s1;
+
+	if (!outage_ok(variant->dev_b))
+		SKIP(return, "needs REMU_DP_OUTAGE=1 and remu0_remu1");
+	ASSERT_GE(sent0, 0);
+	ASSERT_EQ(0, reconnect(&self->a, &self->b));
+	swr.wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+	swr.wr.rdma.rkey = self->b.mr->rkey;
+	st = drop_psns(1, lost, 2);
+	if (!st)
+		st = post1(self->a.qp, &swr);
+	s1 = st ? -2 : poll_one(self->a.cq, &wc);
+	ASSERT_EQ(0, drop_psns(0, NULL, 0));
+	ASSERT_EQ(0, st);
+	ASSERT_EQ(IBV_WC_RETRY_EXC_ERR, s1);
+	EXPECT_EQ(45, wc.wr_id);
+	/* the resends reached remu1 as duplicates, and it answered */
+	EXPECT_LT(dup0, remu_hw_counter(variant->dev_b, "duplicate_request",
+					true));
+	EXPECT_LT(sent0, hw_counter(variant->dev_b, "sent_pkts"));
+}
+
+/*
  * Saved atomic results do not outlive RESET.  A FETCH_ADD at the first
  * PSN; both QPs through RESET and connected again with the same PSNs; a
  * FETCH_ADD at that PSN again, whose ACK is lost (everything remu1 sends

@@ -26,8 +26,10 @@
 # The qdiscs are removed at the end (and on any exit).  Then, on a clean
 # link, remu_datapath_test's outage tests (REMU_DP_OUTAGE=1): the timer
 # alone across a 300 ms total outage, RETRY_EXC_ERR with QP to ERR and
-# the rest flushed when the wire stays cut, and a duplicate atomic (its
-# ACK dropped) after RESET answered with the new connection's result.
+# the rest flushed when the wire stays cut, a resend answered although
+# its last packets never arrive (the first packet of a go-back asks for
+# an ACK), and a duplicate atomic (its ACK dropped) after RESET answered
+# with the new connection's result.
 #
 # Usage (in the test VM): remu_netem_test.sh [FILTER]
 set -u
@@ -41,7 +43,7 @@ netem="delay 1ms loss 5% reorder 10% duplicate 2%"
 
 dp_tests=(send_recv rdma_write rdma_read atomics atomics_concurrent rnr_stream
 	  read_1m_short_timeout read_storm_rd_atomic)
-outage_tests=(outage_timer retry_exceeded atomic_replay_after_reset)
+outage_tests=(outage_timer retry_exceeded resend_asks_ack atomic_replay_after_reset)
 pt_tests=("ib_send_bw -s 65536 -n 20" "ib_send_bw -s 1048576 -n 5"
 	  "ib_write_bw -s 65536 -n 20" "ib_write_bw -s 1048576 -n 5"
 	  "ib_read_bw -s 65536 -n 20" "ib_read_bw -s 1048576 -n 5"

@@ -210,6 +210,8 @@ struct remu_rd_res_set {
  *		or that of a NAK judged stale since
  * @probing:	the probe timer covers the go-back to @gb_psn
  * @probes:	probes sent since the last go-back for another hole
+ * @areq:	the packet @areq_psn, the first of a go-back's resend, is
+ *		still to go out: it asks for an ACK (remu_req_go_back())
  * @run:	REMU_ENG_RUNNING while remu_eng_run() runs, REMU_ENG_AGAIN
  *		when a packet was queued on @rxq since it last looked
  *		(remu_eng_kick())
@@ -272,6 +274,8 @@ struct remu_qp_eng {
 	u32 gb_psn;
 	bool probing;
 	u8 probes;
+	bool areq;
+	u32 areq_psn;
 	unsigned long run;
 
 	u32 rpsn;

@@ -690,7 +690,8 @@ static int remu_req_build_pkt(struct remu_qp *qp, u32 idx,
 	remu_bth_set_qpn(pkt.bth, type == IB_QPT_UD ? w->remote_qpn :
 				  qp->attr.dest_qp_num);
 	remu_bth_set_psn(pkt.bth, psn, type == IB_QPT_RC &&
-			 (last || (psn % REMU_ACK_EVERY) == 0));
+			 (last || (psn % REMU_ACK_EVERY) == 0 ||
+			  (qp->eng.areq && psn == qp->eng.areq_psn)));
 
 	h = remu_pkt_hdr(&pkt, REMU_HDR_RETH);
 	if (h)
@@ -764,6 +765,8 @@ static int remu_req_build_pkt(struct remu_qp *qp, u32 idx,
 	    !remu_psn_before(psn, qp->eng.sent_end))
 		remu_comp_rtt_start(qp, psn);
 	remu_net_xmit(rdev, av, skb);	/* a lost packet is retransmitted */
+	if (qp->eng.areq && psn == qp->eng.areq_psn)
+		qp->eng.areq = false;
 	/* responses may now come up to here (READ: one per response) */
 	psn = rd ? sw->first_psn + sw->npkts : psn + 1;
 	if (remu_psn_before(qp->eng.sent_end, psn))
@@ -917,6 +920,18 @@ void remu_req_go_back(struct remu_qp *qp, u32 psn)
 			e->psn = (sw->first_psn + sw->sent) & REMU_PSN_MASK;
 			moved = true;
 		}
+	}
+	/*
+	 * The first packet resent asks for an ACK, whatever its PSN: when
+	 * only the first few packets of a resend get through (a receive list
+	 * that overflows, a burst lost behind them), the responder would take
+	 * them without a word (AckReq goes on a message's last packet and
+	 * every REMU_ACK_EVERY PSNs), and timeout after timeout would resend
+	 * the same packets until retry_cnt ran out.
+	 */
+	if (moved) {
+		e->areq = true;
+		e->areq_psn = e->psn;
 	}
 }
 

@@ -21,7 +21,8 @@
  * executed again.  ACKs are coalesced: a SEND or
  * WRITE packet, new or duplicate, is ACKed only when it carries AckReq
  * (the requester sets it on the last packet of a message and every
- * REMU_ACK_EVERY PSNs, also when it resends), so a go-back-N resend of a
+ * REMU_ACK_EVERY PSNs, also when it resends, and on the first packet of
+ * each go-back), so a go-back-N resend of a
  * window the responder already has costs a few ACKs, not one per packet;
  * the others count as ack_deferred.  UC resynchronises on
  * the next first/only packet and silently drops a WRITE it refuses (bad
