@@ -270,6 +270,7 @@ void remu_eng_reset(struct remu_qp *qp)
 	del_timer(&e->timer);
 	del_timer(&e->ptimer);
 	e->probing = false;
+	e->areq = false;
 	/* the next connection may take another path: measure it anew */
 	e->rtt_t = 0;
 	e->srtt_us = 0;
@@ -654,6 +655,7 @@ static int remu_req_build_pkt(struct remu_qp *qp, u32 idx,
 	struct remu_dev *rdev = qp->rdev;
 	enum ib_qp_type type = remu_qp_type(qp);
 	bool first = sw->sent == 0, last, rd = remu_is_rd_atomic(w->opcode);
+	bool ack_every, gb_first;
 	u32 off = sw->sent * qp->eng.mtu, plen = 0, psn, qkey, roff = 0;
 	u32 rlen = sw->len;
 	struct remu_pkt pkt = {};
@@ -689,9 +691,14 @@ static int remu_req_build_pkt(struct remu_qp *qp, u32 idx,
 			   false, pkt.pad);
 	remu_bth_set_qpn(pkt.bth, type == IB_QPT_UD ? w->remote_qpn :
 				  qp->attr.dest_qp_num);
+	/*
+	 * AckReq: a message's last packet, every REMU_ACK_EVERY PSNs, and
+	 * the first packet of a go-back (remu_req_go_back())
+	 */
+	ack_every = last || (psn % REMU_ACK_EVERY) == 0;
+	gb_first = qp->eng.areq && psn == qp->eng.areq_psn;
 	remu_bth_set_psn(pkt.bth, psn, type == IB_QPT_RC &&
-			 (last || (psn % REMU_ACK_EVERY) == 0 ||
-			  (qp->eng.areq && psn == qp->eng.areq_psn)));
+			 (ack_every || gb_first));
 
 	h = remu_pkt_hdr(&pkt, REMU_HDR_RETH);
 	if (h)
@@ -760,12 +767,11 @@ static int remu_req_build_pkt(struct remu_qp *qp, u32 idx,
 	     w->opcode == IB_UVERBS_WR_SEND_WITH_INV))
 		remu_count(rdev, REMU_CNT_RDMA_SEND);
 	/* time a round trip: the first sending of an RC packet that asks for an ACK */
-	if (type == IB_QPT_RC && !rd && !qp->eng.rtt_t &&
-	    (last || (psn % REMU_ACK_EVERY) == 0) &&
+	if (type == IB_QPT_RC && !rd && !qp->eng.rtt_t && ack_every &&
 	    !remu_psn_before(psn, qp->eng.sent_end))
 		remu_comp_rtt_start(qp, psn);
 	remu_net_xmit(rdev, av, skb);	/* a lost packet is retransmitted */
-	if (qp->eng.areq && psn == qp->eng.areq_psn)
+	if (gb_first)
 		qp->eng.areq = false;
 	/* responses may now come up to here (READ: one per response) */
 	psn = rd ? sw->first_psn + sw->npkts : psn + 1;
