@@ -155,7 +155,8 @@ int remu_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 
 /*
  * Let the engines' run in progress and the work already queued on the QPs
- * of @cq finish (remu_eng_wait_run()) before a resize counts its CQEs: a NIC executes a command after the WQEs doorbelled before it,
+ * of @cq finish (remu_eng_wait_run()) before a resize counts its CQEs: a
+ * NIC executes a command after the WQEs doorbelled before it,
  * so a UD or UC send posted before ibv_resize_cq() has its CQE in the CQ
  * by then, and a resize below the CQEs pending fails with EINVAL (as on
  * mlx5) instead of racing the requester and shrinking the ring under
