@@ -104,8 +104,17 @@ int remu_umap_map(struct remu_umap *um, struct vm_area_struct *vma,
 void remu_umap_disassociate(struct remu_umap *um);
 
 /** struct remu_pd - protection domain */
+/**
+ * struct remu_pd - a protection domain
+ * @ib_pd:	the core's
+ * @may_fault:	an MR whose backing may fault (ODP, dma-buf) was made in
+ *		it; set once, before the MR gets a key, never cleared: the
+ *		doorbell's caller then leaves the engines of its QPs to the
+ *		work item (remu_eng_inline_ok())
+ */
 struct remu_pd {
 	struct ib_pd ib_pd;
+	bool may_fault;
 };
 
 static inline struct remu_dev *to_remu_dev(struct ib_device *ibdev)

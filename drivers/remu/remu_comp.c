@@ -40,7 +40,7 @@
  * one (a replay), only restarts it; a stale or duplicate ACK does neither.
  * An expiry that a restart overtook before the work item ran is ignored.
  *
- * Runs only in the QP's work item; SQ slots are consumed under
+ * Runs only in the engines' owner (remu_eng_run()); SQ slots are consumed under
  * qp->sq.cons_lock, with the CQE written under it so completions stay in
  * ring order with the flush.
  */

@@ -154,8 +154,9 @@ int remu_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 }
 
 /*
- * Let the work already queued on the QPs of @cq run before a resize counts
- * its CQEs: a NIC executes a command after the WQEs doorbelled before it,
+ * Let the engines' run in progress and the work already queued on the QPs
+ * of @cq finish (remu_eng_wait_run()) before a resize counts its CQEs: a
+ * NIC executes a command after the WQEs doorbelled before it,
  * so a UD or UC send posted before ibv_resize_cq() has its CQE in the CQ
  * by then, and a resize below the CQEs pending fails with EINVAL (as on
  * mlx5) instead of racing the requester and shrinking the ring under
@@ -179,7 +180,7 @@ static void remu_cq_sync_qps(struct remu_cq *cq)
 		xa_unlock_irqrestore(&rdev->q.qp_xa, flags);
 		if (!qp)
 			return;
-		flush_work(&qp->send_work);
+		remu_eng_wait_run(qp);
 		remu_qp_put(qp);
 		qpn++;
 	}

@@ -6,11 +6,26 @@
  *                completions, ACK/NAK/READ responses/atomic ACKs
  *   remu_comp.c  completer: responses -> send completions, retransmit
  *
- * All three run in one work item per QP (qp->send_work on remu_wq), so
- * they are serialised per QP and need no lock for the state below.  The
- * receive softirq (remu_rcv) only queues skbs on qp->eng.rxq.  The rings'
- * consumer sides are taken under their cons_locks (shared with the
- * flush); no spinlock is held across an MR copy.
+ * All three run together, in rounds (remu_eng_run()), by one owner at a
+ * time per QP: the QP's work item (qp->send_work on remu_wq), or, for a
+ * QP in RTS, the process that rings the doorbell (remu_eng_doorbell(),
+ * in its post_send command), which saves the work item's queueing,
+ * wake-up and context switch per message.  Ownership is the RUNNING bit
+ * of eng.run, taken with test_and_set_bit(); whoever finds it taken sets
+ * AGAIN and leaves, and the owner goes round again (remu_eng_own() has
+ * the barrier argument).  So the engines are serialised per QP and need
+ * no lock for the state below.  The doorbell's caller runs them within
+ * the same budget as the work item, and only while the QP is in RTS and
+ * its PD has no MR that may fault (ODP, dma-buf: faults are left to the
+ * work item); anything else it hands to the work item.  Both run in
+ * process context and may sleep (qp->mutex on an error, the MR layer's
+ * mutexes); the caller's doorbell is under the uverbs SRCU read lock
+ * only.  To stop the engines, wait for the owner, not only the work:
+ * remu_eng_wait_run() (the run in progress) and remu_eng_fini()
+ * (doorbells in flight, then the work).  The receive softirq (remu_rcv)
+ * only queues skbs on qp->eng.rxq.  The rings' consumer sides are taken
+ * under their cons_locks (shared with the flush); no spinlock is held
+ * across an MR copy.
  */
 #ifndef REMU_ENG_H
 #define REMU_ENG_H
@@ -212,9 +227,13 @@ struct remu_rd_res_set {
  * @probes:	probes sent since the last go-back for another hole
  * @areq:	the packet @areq_psn, the first of a go-back's resend, is
  *		still to go out: it asks for an ACK (remu_req_go_back())
- * @run:	REMU_ENG_RUNNING while remu_eng_run() runs, REMU_ENG_AGAIN
- *		when a packet was queued on @rxq since it last looked
- *		(remu_eng_kick())
+ * @run:	REMU_ENG_RUNNING: someone owns the engines (remu_eng_run(),
+ *		in the work item or the doorbell's caller); REMU_ENG_AGAIN:
+ *		something for them came since the owner last looked (a
+ *		packet on @rxq, remu_eng_kick(); a doorbell; the work item)
+ * @gen:	owners so far (remu_eng_release()), for remu_eng_wait_run()
+ * @inl:	doorbells in flight in remu_eng_doorbell(), for
+ *		remu_eng_fini()
  * @rpsn:	responder: expected PSN
  * @msn:	responder: message sequence number
  * @comm_est:	responder: IB_EVENT_COMM_EST raised since RTR was entered
@@ -277,6 +296,8 @@ struct remu_qp_eng {
 	bool areq;
 	u32 areq_psn;
 	unsigned long run;
+	unsigned long gen;
+	atomic_t inl;
 
 	u32 rpsn;
 	u32 msn;
@@ -366,11 +387,13 @@ struct remu_eng_new {
 int remu_eng_alloc(struct remu_qp *qp, const struct ib_qp_attr *attr,
 		   int mask, int cur, int next, struct remu_eng_new *n);
 void remu_eng_set(struct remu_qp *qp, struct remu_eng_new *n);
-void remu_eng_run(struct remu_qp *qp);
+void remu_eng_run(struct remu_qp *qp, bool caller);
+void remu_eng_doorbell(struct remu_qp *qp);
+void remu_eng_wait_run(struct remu_qp *qp);
 void remu_eng_kick(struct remu_qp *qp);
 
 /* requester */
-void remu_req_run(struct remu_qp *qp);
+bool remu_req_run(struct remu_qp *qp, bool caller);
 void remu_req_go_back(struct remu_qp *qp, u32 psn);
 void remu_req_ask_again(struct remu_qp *qp, u32 idx);
 void remu_req_post_av(struct remu_qp *qp);
@@ -393,6 +416,7 @@ unsigned int remu_rnr_usecs(u8 t);
 
 /* remu_qp.c */
 void remu_qp_error(struct remu_qp *qp);
+void remu_qp_err_work(struct remu_qp *qp);
 bool remu_qp_error_begin(struct remu_qp *qp);
 void remu_qp_error_end(struct remu_qp *qp, bool entered);
 void remu_qp_event(struct remu_qp *qp, enum ib_event_type type);

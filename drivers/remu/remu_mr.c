@@ -722,6 +722,9 @@ struct remu_mr *remu_mr_new(struct ib_pd *ibpd, enum remu_mr_kind kind,
 	mr->pd = to_remu_pd(ibpd);
 	mr->kind = kind;
 	mr->ops = ops;
+	/* before the MR is published (remu_eng_inline_ok()) */
+	if (ops && ops->fault && !mr->pd->may_fault)
+		WRITE_ONCE(mr->pd->may_fault, true);
 	mr->state = REMU_MR_FREE;
 	refcount_set(&mr->refs, 1);
 	init_completion(&mr->done);

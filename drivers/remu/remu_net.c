@@ -15,7 +15,8 @@
  *   the namespace (rdma_rxe binds it in the initial one), newlink fails
  *   with EADDRINUSE.
  * - transmit: remu_net_alloc_skb() gives the engines an skb with room for
- *   every header and the BTH laid out, and the payload in its linear part;
+ *   every header and the BTH laid out, and the payload in its linear part
+ *   (up to 512 bytes of it in a page fragment, remu_net_skb());
  *   remu_net_alloc_skb_ref() one whose payload the engines attach by
  *   reference as page frags of the memory region, and remu_net_end_ref()
  *   appends its pad and ICRC as one more frag (tx_frag_pkts counts them
@@ -293,6 +294,42 @@ int remu_av_from_attr(struct remu_dev *rdev, const struct rdma_ah_attr *attr,
 	return 0;
 }
 
+/* the largest linear part whose data comes from a page fragment */
+#define REMU_SKB_FRAG_MAX	512
+
+/*
+ * An skb with @len bytes of data room.  A small one takes its data area,
+ * skb_shared_info included, from the networking core's per-CPU page
+ * fragments and is built around it (build_skb()): one slab object (the
+ * sk_buff) instead of two (sk_buff and kmalloc'ed head), which is most of
+ * the cost of a small packet's allocation.  netdev_alloc_frag() serves
+ * any context: with IRQs off from its own cache, else with BH off from
+ * the NAPI one.  The page-fragment head is freed with the skb as any
+ * head_frag skb's is; frags attached by reference later
+ * (remu_net_alloc_skb_ref()) go into skb_shared_info as with alloc_skb().
+ * Larger packets, or a failed fragment, take alloc_skb().
+ */
+static struct sk_buff *remu_net_skb(unsigned int len)
+{
+	unsigned int size;
+	struct sk_buff *skb;
+	void *data;
+
+	if (len > REMU_SKB_FRAG_MAX)
+		return alloc_skb(len, GFP_ATOMIC);
+	size = SKB_DATA_ALIGN(len) +
+	       SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
+	data = netdev_alloc_frag(size);
+	if (!data)
+		return alloc_skb(len, GFP_ATOMIC);
+	skb = build_skb(data, size);
+	if (!skb) {
+		skb_free_frag(data);
+		return alloc_skb(len, GFP_ATOMIC);
+	}
+	return skb;
+}
+
 /*
  * The packet of remu_net_alloc_skb(); with @by_ref, the payload, pad and
  * ICRC are left out of the linear part (remu_net_alloc_skb_ref()).
@@ -312,8 +349,7 @@ static struct sk_buff *remu_net_alloc(struct remu_dev *rdev,
 	       (av->family == AF_INET ? sizeof(struct iphdr) :
 					sizeof(struct ipv6hdr));
 	tail = by_ref ? 0 : paylen + pad + REMU_ICRC_LEN;
-	skb = alloc_skb(room + info->length + tail + ndev->needed_tailroom,
-			GFP_ATOMIC);
+	skb = remu_net_skb(room + info->length + tail + ndev->needed_tailroom);
 	if (!skb)
 		return NULL;
 	skb_reserve(skb, room);

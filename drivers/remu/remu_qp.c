@@ -10,10 +10,12 @@
  * turns into remu_post_send(qp, NULL)); kernel consumers' remu_post_send()
  * writes the same WQEs into a kernel ring (an IB_WR_REG_MR's MR, key and
  * rights go into the slot's kernel-only record, qp->eng.kreg, as the WQE
- * format is shared with processes).  Either way qp->send_work is
- * queued on remu_wq and runs remu_qp_send_work(): in ERR it flushes, in
- * RTR/RTS/SQD it runs the engines (remu_eng_run(), remu_req.c), which
- * also process the packets remu_rcv() queued.  Receive WQEs wait in the RQ ring (or the SRQ) for the responder;
+ * format is shared with processes).  A process's doorbell in RTS runs
+ * the engines in the caller (remu_eng_doorbell(), remu_req.c) unless
+ * someone else runs them; otherwise qp->send_work is queued on remu_wq
+ * and runs remu_qp_send_work().  Either runs remu_eng_run(): in ERR it
+ * flushes, in RTR/RTS/SQD it runs the engines, which also process the
+ * packets remu_rcv() queued.  Receive WQEs wait in the RQ ring (or the SRQ) for the responder;
  * the receive path finds a QP by number with remu_qp_get().
  *
  * Flush: entering ERR (modify_qp, or later an engine) completes every
@@ -639,7 +641,7 @@ int remu_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
  * Takes qp->mutex and sets the state, so that a consumer that polls the
  * error completion the caller posts next already finds the QP in ERR (as
  * on real NICs).  remu_qp_error_end() flushes and drops the mutex.
- * Context: the QP's work item.
+ * Context: the engines' owner (the work item or the doorbell's caller).
  * Return: true if this call moved the QP to ERR.
  */
 bool remu_qp_error_begin(struct remu_qp *qp)
@@ -683,8 +685,9 @@ void remu_qp_error(struct remu_qp *qp)
  * SRQ: raise IB_EVENT_QP_LAST_WQE_REACHED, once per entry to ERR.  The
  * core's ib_drain_qp() (__ib_drain_srq()) waits for it before it frees
  * the QP's receive buffers.
- * Context: the QP's work item, where the responder takes SRQ WQEs, so
- * none is being used while this runs; takes qp->mutex.
+ * Context: the work item as the engines' owner (remu_qp_err_work()):
+ * the responder takes SRQ WQEs only as their owner, so none is being
+ * used while this runs; takes qp->mutex.
  */
 static void remu_qp_last_wqe(struct remu_qp *qp)
 {
@@ -700,27 +703,30 @@ static void remu_qp_last_wqe(struct remu_qp *qp)
 		remu_qp_event(qp, IB_EVENT_QP_LAST_WQE_REACHED);
 }
 
-/* The doorbell: runs on remu_wq for every kick of the SQ. */
+/*
+ * In ERR, from the engines' owner in the work item (remu_eng_run()):
+ * drop what arrived, flush what was posted since the QP entered ERR, and
+ * on an SRQ raise Last WQE Reached.
+ */
+void remu_qp_err_work(struct remu_qp *qp)
+{
+	skb_queue_purge(&qp->eng.rxq);
+	remu_flush_sq(qp);
+	remu_flush_rq(qp);
+	if (qp->srq)
+		remu_qp_last_wqe(qp);
+}
+
+/*
+ * The QP's work item on remu_wq: the engines (remu_eng_run()) unless
+ * someone else owns them, for a kernel consumer's post, a doorbell that
+ * could not run them itself, a packet, a timer, a state change.
+ */
 static void remu_qp_send_work(struct work_struct *work)
 {
 	struct remu_qp *qp = container_of(work, struct remu_qp, send_work);
 
-	switch (READ_ONCE(qp->state)) {
-	case IB_QPS_ERR:
-		skb_queue_purge(&qp->eng.rxq);
-		remu_flush_sq(qp);
-		remu_flush_rq(qp);
-		if (qp->srq)
-			remu_qp_last_wqe(qp);
-		break;
-	case IB_QPS_RTR:
-	case IB_QPS_RTS:
-	case IB_QPS_SQD:
-		remu_eng_run(qp);
-		break;
-	default:
-		break;
-	}
+	remu_eng_run(qp, false);
 }
 
 static bool remu_opcode_ok(enum ib_qp_type type, enum ib_wr_opcode op)
@@ -882,7 +888,11 @@ int remu_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			remu_req_post_av(qp);
 			spin_unlock_irqrestore(&qp->sq.prod_lock, flags);
 		}
-		queue_work(remu_wq, &qp->send_work);
+		/* in RTS the caller runs the engines (remu_req.c) */
+		if (state == IB_QPS_RTS)
+			remu_eng_doorbell(qp);
+		else
+			queue_work(remu_wq, &qp->send_work);
 		return 0;
 	}
 	if (qp->is_user || state == IB_QPS_RESET || state == IB_QPS_INIT ||

@@ -4,7 +4,8 @@
  * data-path engines (requester, responder, completer, wire) use:
  *   remu_cq_post()          write a completion
  *   remu_qp_get()/put()     find a QP by number for the receive path
- *   remu_eng_run()          the engines' per-QP work item (remu_eng.h)
+ *   remu_eng_run()          the engines, in the QP's work item or the
+ *                           doorbell's caller (remu_eng.h)
  *   remu_srq_limit_event()  raise SRQ_LIMIT_REACHED
  *   remu_ah_resolve()       the address vector of a UD WQE's AH
  */
@@ -96,9 +97,10 @@ struct remu_srq {
  *		packet whose IP addresses are not @path_dst -> @path_src
  * @mcast_no_self: created with IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK: no
  *		copy of its own multicast sends (remu_mcast.c); fixed
- * @send_work:	runs remu_qp_send_work() on remu_wq: the doorbell, and
- *		the engines' work item (remu_eng_run())
- * @eng:	the engines' state (remu_eng.h), owned by @send_work
+ * @send_work:	runs remu_qp_send_work() on remu_wq: the engines' work
+ *		item (remu_eng_run()), and the doorbell when its caller
+ *		cannot run them
+ * @eng:	the engines' state (remu_eng.h), owned by whoever runs them
  */
 struct remu_qp {
 	struct ib_qp ib_qp;

@@ -18,7 +18,8 @@
  * that learns a QPN and an rkey cannot write into the QP's memory or send
  * into it; otherwise queue the skb on the QP's bounded list
  * (qp->eng.rxq) and kick the QP's work item (remu_eng_kick(): queued, or
- * if it is running, told to go round again), where the completer and
+ * if the engines are running, in the work item or a doorbell's caller,
+ * their owner is told to go round again), where the completer and
  * responder process it (remu_req.c, remu_resp.c, remu_comp.c).  A packet to the multicast QPN (0xffffff)
  * goes to remu_mcast_rcv() (remu_mcast.c), which hands a copy to each
  * attached QP through remu_rcv_qp().

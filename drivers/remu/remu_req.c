@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * remu_req.c - the requester, and the per-QP work item that runs the
- * three engines.
+ * remu_req.c - the requester, and remu_eng_run(), which runs the three
+ * engines in the QP's work item or the doorbell's caller.
  *
  * Owns: the SQ consumer side while the QP is in RTS: each send WQE is
  * copied out of the ring once (qp->eng.copy) before it is validated or
@@ -31,10 +31,12 @@
  * ibv_post_send() returns; the requester stops at the first WQE posted
  * but not yet rung.
  *
- * The work item (qp->send_work, remu_eng_run()) runs, in this order:
+ * The engines' owner (remu_eng_run(): the work item qp->send_work, or
+ * the doorbell's caller in RTS, remu_eng_doorbell()) runs, in this order:
  * the completer and responder on every queued packet (qp->eng.rxq), the
- * completer's timer handling, then the requester.  One work item per QP:
- * the engines' state in struct remu_qp_eng needs no lock.  Ring slots are
+ * completer's timer handling, then the requester.  One owner at a time
+ * per QP (the RUNNING bit, remu_eng_own()): the engines' state in struct
+ * remu_qp_eng needs no lock.  Ring slots are
  * consumed under the rings' cons_locks, never held across an MR copy.
  * RC's responder resources and READ response maps, sized by the QP's
  * max_dest_rd_atomic and max_rd_atomic, are made by modify_qp
@@ -249,6 +251,12 @@ void remu_eng_fini(struct remu_qp *qp)
 
 	timer_shutdown_sync(&e->timer);
 	timer_shutdown_sync(&e->ptimer);
+	/*
+	 * No doorbell can start any more (uverbs destroys a QP only when no
+	 * command uses it); wait for those in flight to let go of the
+	 * engines and to queue what they leave, then for the work item.
+	 */
+	wait_var_event(&e->inl, !atomic_read(&e->inl));
 	cancel_work_sync(&qp->send_work);
 	skb_queue_purge(&e->rxq);
 	kvfree(e->st);
@@ -343,7 +351,7 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 
 /*
  * The QP's address vector (RC/UC), into @avp (a struct remu_av), with the
- * QP's route cache.  Only the QP's work item calls this (and so uses the
+ * QP's route cache.  Only the engines' owner calls this (and so uses the
  * cache): emptying the cache here, when the path has changed since it was
  * filled, cannot race with a lookup.
  */
@@ -379,31 +387,127 @@ enum {
 	REMU_ENG_AGAIN,
 };
 
+/* rounds and packets one run may take before it hands over to the work */
+#define REMU_ENG_BUDGET		256
+
 /*
- * The per-QP work: completer/responder on received packets, requester.
- * It goes round again, within its budget, as long as packets arrive
- * while it runs (remu_eng_kick() marks them instead of queueing the work
- * again: one work item run, wake-up and context switch less each time).
- * The end pairs with remu_eng_kick(): this clears RUNNING then looks at
- * AGAIN, the kick sets AGAIN then looks at RUNNING, each with a full
- * barrier between, so either this sees the packet's AGAIN or the kick
- * sees RUNNING clear and queues the work.
+ * May the doorbell's caller run the engines of @qp?  Not once its PD has
+ * an MR that may have to fault (ODP, dma-buf): a fault sleeps for as long
+ * as the backing takes and must not be served in the caller's context
+ * (its signals, its time).  pd->may_fault is set before such an MR gets
+ * a key, so whatever names the MR (a WQE posted after its registration,
+ * a request carrying its rkey) reaches the engines after the flag; it is
+ * read again for each WQE and packet (remu_req_run(), remu_eng_run()).
  */
-void remu_eng_run(struct remu_qp *qp)
+static bool remu_eng_inline_ok(struct remu_qp *qp)
+{
+	return !READ_ONCE(to_remu_pd(qp->ib_qp.pd)->may_fault);
+}
+
+/*
+ * Ownership of the engines.  The work item and the doorbell's caller both
+ * run them, one at a time: RUNNING is taken with test_and_set_bit().
+ * Whoever finds it taken sets AGAIN and leaves; the owner looks at AGAIN
+ * after each round and goes round again, and when it lets go
+ * (remu_eng_release()) it clears RUNNING, then looks at AGAIN once more
+ * and queues the work if it is set.  Each side has a full barrier
+ * between its two steps (set AGAIN, read RUNNING / clear RUNNING, read
+ * AGAIN), so at least one of them sees the other's write: either the
+ * owner sees AGAIN (and goes round, or queues the work), or the one that
+ * set it sees RUNNING clear and tries to take it again.  Whatever the one
+ * that set AGAIN published before (a WQE and the producer index, a
+ * packet on rxq, a timer's bit) is ordered before AGAIN by the barrier
+ * before it, and the owner reads it after clearing AGAIN (barrier after),
+ * so a round that starts after the owner saw AGAIN sees it too.
+ *
+ * Return: true if the caller owns the engines now.
+ */
+static bool remu_eng_own(struct remu_qp *qp)
 {
 	struct remu_qp_eng *e = &qp->eng;
-	struct sk_buff *skb;
-	int budget = 256;
 
-	set_bit(REMU_ENG_RUNNING, &e->run);
+	for (;;) {
+		/* fully ordered when it sets the bit: taken like a lock */
+		if (!test_and_set_bit(REMU_ENG_RUNNING, &e->run))
+			return true;
+		/* what the caller published is visible before AGAIN */
+		smp_mb__before_atomic();
+		set_bit(REMU_ENG_AGAIN, &e->run);
+		/* pairs with remu_eng_release(): AGAIN set before RUNNING read */
+		smp_mb__after_atomic();
+		if (test_bit(REMU_ENG_RUNNING, &e->run))
+			return false;
+		/* the owner let go meanwhile: try to take it ourselves */
+	}
+}
+
+/*
+ * Let go of the engines.  @more: work is left over (budget spent, or the
+ * caller handed the rest to the work item).  A waiter of
+ * remu_eng_wait_run() is told through eng.gen.
+ */
+static void remu_eng_release(struct remu_qp *qp, bool more)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	WRITE_ONCE(e->gen, e->gen + 1);
+	/* everything the round wrote is visible before RUNNING clears */
+	smp_mb__before_atomic();
+	clear_bit(REMU_ENG_RUNNING, &e->run);
+	/* pairs with remu_eng_own(): RUNNING clear before AGAIN is read */
+	smp_mb__after_atomic();
+	wake_up_var(&e->run);
+	if (more || test_bit(REMU_ENG_AGAIN, &e->run))
+		queue_work(remu_wq, &qp->send_work);
+}
+
+/*
+ * The engines: completer/responder on received packets, the timers, the
+ * requester; or in ERR the flush of what was posted since
+ * (remu_qp_err_work()).  It goes round again, within its budget (each
+ * round and each packet take one), as long as someone set AGAIN while it
+ * ran (remu_eng_kick(), the doorbell, a timer): one work item run,
+ * wake-up and context switch less each time.
+ *
+ * @caller: the doorbell's caller runs them (remu_eng_doorbell()): only
+ * while the QP is in RTS and remu_eng_inline_ok(); anything else (another
+ * state, an MR that may fault, the budget spent) is handed to the work
+ * item, which the release queues.
+ */
+void remu_eng_run(struct remu_qp *qp, bool caller)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	int budget = REMU_ENG_BUDGET;
+	bool more = false, live;
+	struct sk_buff *skb;
+	enum ib_qp_state s;
+
+	if (!remu_eng_own(qp))
+		return;
 again:
+	budget--;
 	clear_bit(REMU_ENG_AGAIN, &e->run);
 	/* a packet kicked after this is seen below, or by the next round */
 	smp_mb__after_atomic();
+	s = READ_ONCE(qp->state);
+	if (caller && (s != IB_QPS_RTS || !remu_eng_inline_ok(qp))) {
+		more = true;
+		goto out;
+	}
+	live = s >= IB_QPS_RTR && s <= IB_QPS_SQD;
+	if (s == IB_QPS_ERR)
+		remu_qp_err_work(qp);
+	if (!live)
+		goto out;
 	remu_eng_take(e);
 	while (budget > 0 && (skb = skb_dequeue(&e->rxq))) {
-		enum ib_qp_state s = READ_ONCE(qp->state);
-
+		s = READ_ONCE(qp->state);
+		if (caller && !remu_eng_inline_ok(qp)) {
+			/* the work item takes it from here, in order */
+			skb_queue_head(&e->rxq, skb);
+			more = true;
+			goto out;
+		}
 		budget--;
 		if (s == IB_QPS_ERR || s == IB_QPS_RESET) {
 			/* the QP stopped receiving since remu_rcv() */
@@ -420,23 +524,75 @@ again:
 		remu_comp_timeout(qp);
 	if (test_and_clear_bit(1, &e->timed_out))
 		remu_comp_probe(qp);
-	if (READ_ONCE(qp->state) == IB_QPS_RTS)
-		remu_req_run(qp);
+	if (READ_ONCE(qp->state) == IB_QPS_RTS && !remu_req_run(qp, caller)) {
+		more = true;
+		goto out;
+	}
 	if (budget > 0 && test_bit(REMU_ENG_AGAIN, &e->run))
 		goto again;
-	clear_bit(REMU_ENG_RUNNING, &e->run);
-	/* pairs with remu_eng_kick(): RUNNING clear before AGAIN is read */
-	smp_mb__after_atomic();
-	if (test_bit(REMU_ENG_AGAIN, &e->run) || !skb_queue_empty(&e->rxq))
+	more = !skb_queue_empty(&e->rxq);
+out:
+	remu_eng_release(qp, more);
+}
+
+/**
+ * remu_eng_doorbell - a process rang @qp's doorbell
+ * @qp: the QP, in RTS when the caller looked
+ *
+ * Runs the engines here, in the caller's context, unless someone else
+ * runs them (then they go round once more for this doorbell) or they may
+ * not run here (remu_eng_inline_ok()): then the work item does.  The
+ * call is counted in eng.inl until it has touched @qp for the last time,
+ * for remu_eng_fini().
+ *
+ * Context: process context, may sleep (the engines take qp->mutex on a
+ * completion error and the MR layer's mutexes); under the uverbs SRCU
+ * read lock, not under RCU.
+ */
+void remu_eng_doorbell(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	atomic_inc(&e->inl);
+	if (remu_eng_inline_ok(qp))
+		remu_eng_run(qp, true);
+	else
 		queue_work(remu_wq, &qp->send_work);
+	if (atomic_dec_and_test(&e->inl))
+		wake_up_var(&e->inl);
+}
+
+/**
+ * remu_eng_wait_run - wait for the engines' run in progress to end
+ * @qp: the QP
+ *
+ * Whoever owns the engines when this is called (the work item or a
+ * doorbell's caller) has finished its run when this returns, and so has
+ * the work item queued at that time.  Runs that start later (a new
+ * doorbell, a packet) are not waited for: the callers stop those first
+ * if they must (remu_eng_fini()).
+ *
+ * Context: process context, may sleep; not from the engines themselves.
+ */
+void remu_eng_wait_run(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	unsigned long gen = READ_ONCE(e->gen);
+
+	/* pairs with remu_eng_release(): gen read before RUNNING */
+	smp_rmb();
+	wait_var_event(&e->run, !test_bit(REMU_ENG_RUNNING, &e->run) ||
+				READ_ONCE(e->gen) != gen);
+	flush_work(&qp->send_work);
 }
 
 /**
  * remu_eng_kick - a packet was queued on @qp's receive list
  * @qp: the QP
  *
- * Queues the QP's work, unless it is running: then it only marks the
- * packet (REMU_ENG_AGAIN) and the running work goes round once more.
+ * Queues the QP's work, unless the engines are running: then it only
+ * marks the packet (REMU_ENG_AGAIN) and their owner goes round once more
+ * (remu_eng_own() explains the pairing).
  *
  * Context: any (softirq, or the sender's loopback path).
  */
@@ -445,7 +601,7 @@ void remu_eng_kick(struct remu_qp *qp)
 	/* the packet is on the list before AGAIN says so */
 	smp_mb__before_atomic();
 	set_bit(REMU_ENG_AGAIN, &qp->eng.run);
-	/* pairs with remu_eng_run(): AGAIN set before RUNNING is read */
+	/* pairs with remu_eng_release(): AGAIN set before RUNNING is read */
 	smp_mb__after_atomic();
 	if (!test_bit(REMU_ENG_RUNNING, &qp->eng.run))
 		queue_work(remu_wq, &qp->send_work);
@@ -999,7 +1155,11 @@ void remu_req_post_av(struct remu_qp *qp)
 	smp_store_release(&e->av_next, end);
 }
 
-void remu_req_run(struct remu_qp *qp)
+/*
+ * The requester.  Return: false if @caller (the doorbell's caller) must
+ * hand the rest to the work item (remu_eng_inline_ok()), else true.
+ */
+bool remu_req_run(struct remu_qp *qp, bool caller)
 {
 	struct remu_qp_eng *e = &qp->eng;
 	struct remu_queue *q = &qp->sq.ring;
@@ -1029,6 +1189,9 @@ void remu_req_run(struct remu_qp *qp)
 		/* UD: posted, its AV not resolved yet; the doorbell requeues */
 		if (e->uav && (s32)(idx - smp_load_acquire(&e->av_next)) >= 0)
 			break;
+		/* after the producer index: an MR the WQE names is seen */
+		if (caller && !remu_eng_inline_ok(qp))
+			return false;
 
 		sw = &e->st[idx & q->mask];
 		w = remu_req_copy(qp, idx);
@@ -1036,7 +1199,7 @@ void remu_req_run(struct remu_qp *qp)
 			err = remu_req_fetch(qp, idx);
 			if (err) {
 				remu_comp_fail_wqe(qp, idx, err);
-				return;
+				return true;
 			}
 			if (remu_is_rd_atomic(w->opcode) && rc &&
 			    e->rd_out >= max_t(u32, 1, qp->attr.max_rd_atomic)) {
@@ -1067,7 +1230,7 @@ void remu_req_run(struct remu_qp *qp)
 			e->head++;
 			if (err) {
 				remu_comp_fail_wqe(qp, idx, IB_WC_MW_BIND_ERR);
-				return;
+				return true;
 			}
 			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
 			continue;
@@ -1089,13 +1252,13 @@ void remu_req_run(struct remu_qp *qp)
 		}
 		if (err) {
 			remu_comp_fail_wqe(qp, idx, IB_WC_LOC_QP_OP_ERR);
-			return;
+			return true;
 		}
 
 		err = remu_req_send_pkt(qp, idx, dst);
 		if (err) {
 			remu_comp_fail_wqe(qp, idx, remu_local_status(err));
-			return;
+			return true;
 		}
 		sw->sent = remu_is_rd_atomic(w->opcode) ? sw->npkts :
 			   sw->sent + 1;
@@ -1118,4 +1281,5 @@ void remu_req_run(struct remu_qp *qp)
 	}
 	if (budget <= 0)
 		queue_work(remu_wq, &qp->send_work);
+	return true;
 }

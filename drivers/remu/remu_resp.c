@@ -38,7 +38,7 @@
  * checked process addresses of its receive buffers; libremu copies it at
  * poll time (uapi remu-abi.h, docs/architecture.md).
  *
- * Runs only in the QP's work item (remu_eng_run()).  RQ slots are
+ * Runs only in the engines' owner (remu_eng_run()).  RQ slots are
  * consumed under qp->rq.cons_lock when the completion is written (so a
  * flush and the responder never both complete one); SRQ slots are
  * consumed when taken.  MR copies happen with no lock held.
