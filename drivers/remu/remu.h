@@ -103,7 +103,6 @@ int remu_umap_map(struct remu_umap *um, struct vm_area_struct *vma,
 		  struct remu_mmap_entry *me);
 void remu_umap_disassociate(struct remu_umap *um);
 
-/** struct remu_pd - protection domain */
 /**
  * struct remu_pd - a protection domain
  * @ib_pd:	the core's
