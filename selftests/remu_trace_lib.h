@@ -66,17 +66,6 @@ static inline int rt_setup(const char *name, int kb, int on)
 	snprintf(rt_base, sizeof(rt_base), "%s/instances/%s", RT_DIR, name);
 	if (mkdir(rt_base, 0700) && errno != EEXIST)
 		return -errno;
-	/*
-	 * No command-name recording: with it on (the default), switching the
-	 * first event of an instance on or the last off registers or removes
-	 * the tracer's probes on sched_switch and sched_wakeup, which patches
-	 * the scheduler's hottest code each time.  Under QEMU's TCG a CPU
-	 * once met a stale int3 there and the guest died (docs/tracing.md).
-	 * Events then name their task "<...>" unless another tracer saved it.
-	 */
-	err = rt_write("options/record-cmd", "0");
-	if (err && err != -ENOENT)
-		return err;
 	snprintf(num, sizeof(num), "%d", kb);
 	err = rt_write("buffer_size_kb", num);
 	err = err ?: rt_write("events/remu/enable", on ? "1" : "0");
