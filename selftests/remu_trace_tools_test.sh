@@ -8,7 +8,8 @@
 # 21 device page faults on remu1 (16 first-touch faults, 4 after
 # MADV_DONTNEED, 1 prefetch piece), so each tool must count 21:
 #   - chapter:   tour/odp exits 0 (it saw everything it teaches)
-#   - trace_cmd: trace-cmd record -e remu; report has 21 remu_odp_fault
+#   - trace_cmd: trace-cmd record -s 0 -e remu (-s 0: docs/tracing.md);
+#                report has 21 remu_odp_fault
 #                of dev=remu1 and the chapter's invalidation (event=clear)
 #   - perf_stat: perf stat -e remu:remu_odp_fault counts 21
 #   - perf_trace: perf trace -e 'remu:*' prints 21 remu:remu_odp_fault
@@ -39,10 +40,10 @@ else
 	ktap_fail "chapter: tour/odp failed"
 fi
 
-# trace-cmd record -e remu, then report
+# trace-cmd record -s 0 -e remu, then report
 if ! command -v trace-cmd >/dev/null; then
 	ktap_skip trace_cmd "trace-cmd not installed (scripts/setup)"
-elif (cd "$tmp" && trace-cmd record -q -e remu -o "$tmp/t.dat" "$chapter" \
+elif (cd "$tmp" && trace-cmd record -q -s 0 -e remu -o "$tmp/t.dat" "$chapter" \
 	> "$tmp/tc.out" 2>&1) && trace-cmd report -i "$tmp/t.dat" > "$tmp/report" 2>&1; then
 	n=$(grep -c 'remu_odp_fault: *dev=remu1 ' "$tmp/report")
 	inv=$(grep -c 'remu_odp_invalidate: *dev=remu1 .*pages=4 event=clear' "$tmp/report")
