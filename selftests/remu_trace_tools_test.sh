@@ -8,13 +8,16 @@
 # 21 device page faults on remu1 (16 first-touch faults, 4 after
 # MADV_DONTNEED, 1 prefetch piece), so each tool must count 21:
 #   - chapter:   tour/odp exits 0 (it saw everything it teaches)
-#   - trace_cmd: trace-cmd record -s 0 -e remu (-s 0: docs/tracing.md);
+#   - trace_cmd: trace-cmd start -e remu, the chapter, stop, extract,
+#                reset (docs/tracing.md says why not record); the
 #                report has 21 remu_odp_fault
 #                of dev=remu1 and the chapter's invalidation (event=clear)
 #   - perf_stat: perf stat -e remu:remu_odp_fault counts 21
 #   - perf_trace: perf trace -e 'remu:*' prints 21 remu:remu_odp_fault
 #   - bpftrace:  the fault-latency histogram one-liner prints a histogram
 #                for remu1, and a count() beside it reads 21
+#   - timeline:  scripts/timeline draws the chapter (a PNG), and the
+#                report it keeps beside it has the 21 faults
 #
 # Usage (in the test VM): remu_trace_tools_test.sh
 set -u
@@ -30,7 +33,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"; echo 0 > /sys/kernel/tracing/events/remu/enable 2>/dev/null' EXIT
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 
-ktap_header 5
+ktap_header 6
 
 # the chapter alone
 if "$chapter" > "$tmp/chapter.out" 2>&1; then
@@ -40,11 +43,22 @@ else
 	ktap_fail "chapter: tour/odp failed"
 fi
 
-# trace-cmd record -s 0 -e remu, then report
+# trace-cmd start -e remu, the chapter, stop, extract, reset, then report
+# (not record: docs/tracing.md, Recipes)
+tc_run() {
+	local rc
+	trace-cmd start -e remu || return 1
+	"$chapter"
+	rc=$?
+	trace-cmd stop
+	trace-cmd extract -o "$tmp/t.dat" || rc=1
+	trace-cmd reset
+	return $rc
+}
 if ! command -v trace-cmd >/dev/null; then
 	ktap_skip trace_cmd "trace-cmd not installed (scripts/setup)"
-elif (cd "$tmp" && trace-cmd record -q -s 0 -e remu -o "$tmp/t.dat" "$chapter" \
-	> "$tmp/tc.out" 2>&1) && trace-cmd report -i "$tmp/t.dat" > "$tmp/report" 2>&1; then
+elif (cd "$tmp" && tc_run > "$tmp/tc.out" 2>&1) &&
+     trace-cmd report -i "$tmp/t.dat" > "$tmp/report" 2>&1; then
 	n=$(grep -c 'remu_odp_fault: *dev=remu1 ' "$tmp/report")
 	inv=$(grep -c 'remu_odp_invalidate: *dev=remu1 .*pages=4 event=clear' "$tmp/report")
 	if [ "$n" = "$FAULTS" ] && [ "$inv" = 1 ]; then
@@ -55,7 +69,7 @@ elif (cd "$tmp" && trace-cmd record -q -s 0 -e remu -o "$tmp/t.dat" "$chapter" \
 	fi
 else
 	sed 's/^/# /' "$tmp/tc.out" "$tmp/report" 2>/dev/null | tail -20
-	ktap_fail "trace_cmd: record or report failed"
+	ktap_fail "trace_cmd: start, extract or report failed"
 fi
 
 # perf stat on the tracepoint
@@ -108,6 +122,24 @@ elif timeout 300 bpftrace -e 'tracepoint:remu:remu_odp_fault /args->err == 0/ { 
 else
 	sed 's/^/# /' "$tmp/bt.out" | tail -20
 	ktap_fail "bpftrace: failed"
+fi
+
+# scripts/timeline: the picture of the chapter, and the report beside it
+if ! command -v trace-cmd >/dev/null || ! command -v gnuplot >/dev/null; then
+	ktap_skip timeline "trace-cmd or gnuplot not installed (scripts/setup)"
+elif "$repo/scripts/timeline" -o "$tmp/odp.png" -- "$chapter" \
+	> "$tmp/tl.out" 2>&1; then
+	n=$(grep -c 'remu_odp_fault: *dev=remu1 ' "$tmp/odp.report")
+	if [ "$n" = "$FAULTS" ] && [ -s "$tmp/odp.png" ] &&
+	   [ "$(head -c 8 "$tmp/odp.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then
+		ktap_pass "timeline: a PNG of tour/odp, $n faults in its report"
+	else
+		sed 's/^/# /' "$tmp/tl.out" | tail -20
+		ktap_fail "timeline: $n faults in the report (want $FAULTS), or no PNG"
+	fi
+else
+	sed 's/^/# /' "$tmp/tl.out" | tail -20
+	ktap_fail "timeline: scripts/timeline failed"
 fi
 
 ktap_finished
