@@ -2026,6 +2026,143 @@ TEST_F(dp, async_req_err)
 }
 
 /*
+ * Completions of @cq until it stays empty for 20 ms: their number (what
+ * a RESET left in flight may or may not have completed).
+ */
+static int cq_drain(struct ibv_cq *cq)
+{
+	struct ibv_wc wc[16];
+	double quiet = remu_now() + 0.02;
+	int n, got = 0;
+
+	while (remu_now() < quiet) {
+		n = remu_poll_cq(cq, 16, wc);
+		if (n > 0) {
+			got += n;
+			quiet = remu_now() + 0.02;
+		}
+	}
+	return got;
+}
+
+/*
+ * One burst on the first QP pair: 8 WRITEs of 64 KiB, 4 SENDs of 4 KiB
+ * (into 4 receives posted at b) and 4 READs of 16 KiB, all signalled, a's
+ * source bytes made from @seed.  Returns the number of WRs posted at a
+ * (16), or -1.
+ */
+static int rst_burst(struct side *a, struct side *b, uint32_t seed)
+{
+	struct ibv_send_wr wr[16];
+	struct ibv_sge sg[16], rs;
+	int i;
+
+	for (i = 0; i < 768 * 1024; i++)
+		a->buf[i] = (uint8_t)(i * 13 + seed + (i >> 12));
+	for (i = 768 * 1024; i < 832 * 1024; i++)
+		b->buf[i] = (uint8_t)(i * 7 + seed);
+	for (i = 0; i < 4; i++) {
+		rs = (struct ibv_sge){ (uintptr_t)b->buf + 512 * 1024 + i * 4096,
+				       4096, b->mr->lkey };
+		if (remu_post_recv(b->qp, 700 + i, &rs, 1))
+			return -1;
+	}
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < 16; i++) {
+		uint64_t off;
+		uint32_t len;
+
+		if (i < 8) {
+			off = (uint64_t)i * 65536;
+			len = 65536;
+			wr[i].opcode = IBV_WR_RDMA_WRITE;
+		} else if (i < 12) {
+			off = 512 * 1024 + (i - 8) * 4096;
+			len = 4096;
+			wr[i].opcode = IBV_WR_SEND;
+		} else {
+			off = 768 * 1024 + (i - 12) * 16384;
+			len = 16384;
+			wr[i].opcode = IBV_WR_RDMA_READ;
+		}
+		sg[i] = (struct ibv_sge){ (uintptr_t)a->buf + off, len,
+					  a->mr->lkey };
+		wr[i].wr_id = 600 + i;
+		wr[i].sg_list = &sg[i];
+		wr[i].num_sge = 1;
+		wr[i].send_flags = IBV_SEND_SIGNALED;
+		wr[i].wr.rdma.remote_addr = (uintptr_t)b->buf + off;
+		wr[i].wr.rdma.rkey = b->mr->rkey;
+		wr[i].next = i < 15 ? &wr[i + 1] : NULL;
+	}
+	return remu_post_send(a->qp, wr) ? -1 : 16;
+}
+
+/*
+ * modify_qp to RESET while the engines are busy (remu_eng_reset_mark():
+ * the engines' owner forgets what is in flight, not modify_qp under its
+ * feet), twelve times, at different moments of a burst of WRITEs, SENDs
+ * and READs: at once, after 100 us, after 1 ms, after the first
+ * completion.  Both QPs go to RESET, what completed is drained, and they
+ * connect again.  Then a last burst must complete in full, in order,
+ * every byte in place, with nothing left over from the bursts before.
+ */
+TEST_F(dp, reset_under_traffic)
+{
+	struct ibv_qp_attr rst = { .qp_state = IBV_QPS_RESET };
+	struct timespec settle = { 0, 20 * 1000 * 1000 };
+	struct ibv_wc wc;
+	int r, i;
+
+	for (r = 0; r < 12; r++) {
+		ASSERT_EQ(16, rst_burst(&self->a, &self->b, r));
+		switch (r % 4) {
+		case 1:
+			usleep(100);
+			break;
+		case 2:
+			usleep(1000);
+			break;
+		case 3:
+			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+			break;
+		}
+		ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &rst, IBV_QP_STATE));
+		ASSERT_EQ(0, ibv_modify_qp(self->b.qp, &rst, IBV_QP_STATE));
+		EXPECT_EQ(IBV_QPS_RESET, remu_qp_state(self->a.qp));
+		EXPECT_EQ(IBV_QPS_RESET, remu_qp_state(self->b.qp));
+		/* packets of this connection still on the way die meanwhile */
+		nanosleep(&settle, NULL);
+		EXPECT_LE(cq_drain(self->a.cq), 16);
+		EXPECT_LE(cq_drain(self->b.cq), 4);
+		ASSERT_EQ(0, qp_connect(self->a.qp, &self->a, self->b.qp,
+					&self->b, 7));
+		ASSERT_EQ(0, qp_connect(self->b.qp, &self->b, self->a.qp,
+					&self->a, 7));
+	}
+	memset(self->b.buf, 0xee, 768 * 1024);
+	memset(self->a.buf + 768 * 1024, 0xee, 64 * 1024);
+	ASSERT_EQ(16, rst_burst(&self->a, &self->b, 99));
+	for (i = 0; i < 16; i++) {
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->a.cq, &wc));
+		EXPECT_EQ(600 + i, wc.wr_id);
+	}
+	for (i = 0; i < 4; i++) {
+		ASSERT_EQ(IBV_WC_SUCCESS, poll_one(self->b.cq, &wc));
+		EXPECT_EQ(700 + i, wc.wr_id);
+		EXPECT_EQ(4096, wc.byte_len);
+	}
+	/* the WRITEs, the SENDs, the READs (into a) */
+	EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf, 512 * 1024));
+	EXPECT_EQ(0, memcmp(self->a.buf + 512 * 1024,
+			    self->b.buf + 512 * 1024, 4 * 4096));
+	EXPECT_EQ(0, memcmp(self->a.buf + 768 * 1024,
+			    self->b.buf + 768 * 1024, 64 * 1024));
+	EXPECT_EQ(0, cq_drain(self->a.cq));
+	EXPECT_EQ(0, cq_drain(self->b.cq));
+}
+
+/*
  * IB_EVENT_COMM_EST: a QP in RTR that takes its first packet tells its
  * consumer that communication is established (the CM relies on it when
  * the RTU is lost).  b's second QP goes back to RTR only; two SENDs from

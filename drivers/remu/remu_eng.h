@@ -230,7 +230,10 @@ struct remu_rd_res_set {
  * @run:	REMU_ENG_RUNNING: someone owns the engines (remu_eng_run(),
  *		in the work item or the doorbell's caller); REMU_ENG_AGAIN:
  *		something for them came since the owner last looked (a
- *		packet on @rxq, remu_eng_kick(); a doorbell; the work item)
+ *		packet on @rxq, remu_eng_kick(); a doorbell; the work item);
+ *		REMU_ENG_RESET: modify_qp moved the QP to RESET and the
+ *		owner's next round forgets what is in flight first
+ *		(remu_eng_reset_mark())
  * @gen:	owners so far (remu_eng_release()), for remu_eng_wait_run()
  * @inl:	doorbells in flight in remu_eng_doorbell(), for
  *		remu_eng_fini()
@@ -377,7 +380,6 @@ static inline u32 remu_swqe_read_end(struct remu_qp_eng *e,
 /* remu_eng (in remu_req.c): life cycle, called by remu_qp.c */
 int remu_eng_init(struct remu_qp *qp);
 void remu_eng_fini(struct remu_qp *qp);
-void remu_eng_reset(struct remu_qp *qp);
 void remu_eng_modify(struct remu_qp *qp, int cur, int next);
 /* what a modify_qp gives the engines (remu_eng_alloc(), remu_eng_set()) */
 struct remu_eng_new {

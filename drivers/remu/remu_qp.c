@@ -551,6 +551,7 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	struct remu_qp *qp = to_remu_qp(ibqp);
 	struct remu_eng_new eng_new;
 	enum ib_qp_state cur, next;
+	bool reset = false;
 	int err;
 
 	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
@@ -590,6 +591,7 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		case IB_QPS_RESET:
 			remu_qp_discard(qp);
 			qp->last_wqe = false;
+			reset = true;
 			break;
 		case IB_QPS_ERR:
 			remu_qp_flush_all(qp);
@@ -608,6 +610,15 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	}
 out:
 	mutex_unlock(&qp->mutex);
+	/*
+	 * RESET: the round the engines' owner was in is over, and so is the
+	 * reset it then did (remu_eng_reset_mark()), before modify_qp
+	 * returns: no completion of the QP comes after (libremu cleans the
+	 * CQs next).  Not under qp->mutex, which an owner may wait for; not
+	 * from the QP's own work item (an event handler of a kernel ULP).
+	 */
+	if (reset && current_work() != &qp->send_work)
+		remu_eng_wait_run(qp);
 	return err;
 }
 

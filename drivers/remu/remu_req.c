@@ -270,13 +270,29 @@ void remu_eng_fini(struct remu_qp *qp)
 	dst_cache_destroy(&e->dst_cache);
 }
 
-/* RESET: forget everything in flight */
-void remu_eng_reset(struct remu_qp *qp)
+/* bits of remu_qp_eng.run */
+enum {
+	REMU_ENG_RUNNING,
+	REMU_ENG_AGAIN,
+	REMU_ENG_RESET,		/* modify_qp moved the QP to RESET */
+};
+
+static bool remu_eng_own(struct remu_qp *qp);
+static void remu_eng_release(struct remu_qp *qp, bool more);
+
+/*
+ * RESET: forget everything in flight.  Only the engines' owner may touch
+ * what it clears: remu_eng_run() calls it at the top of a round when
+ * modify_qp asked for it (REMU_ENG_RESET, remu_eng_reset_mark()).
+ */
+static void remu_eng_reset(struct remu_qp *qp)
 {
 	struct remu_qp_eng *e = &qp->eng;
 
 	del_timer(&e->timer);
 	del_timer(&e->ptimer);
+	clear_bit(0, &e->timed_out);
+	clear_bit(1, &e->timed_out);
 	e->probing = false;
 	e->areq = false;
 	/* the next connection may take another path: measure it anew */
@@ -293,6 +309,26 @@ void remu_eng_reset(struct remu_qp *qp)
 	e->in_write = false;
 	e->have_rwqe = false;
 	e->roff = 0;
+}
+
+/*
+ * modify_qp to RESET, under qp->mutex: the engines' state is the owner's,
+ * and modify_qp cannot wait for the owner here (an owner that meets a
+ * completion error takes qp->mutex, remu_qp_error_begin()).  So it marks
+ * the reset and does it at once if it can take ownership; if someone
+ * owns the engines, remu_eng_own() set AGAIN, the owner goes round again
+ * and does the reset at the top of that round, before it looks at the
+ * state.  Until then the owner only finishes the round it is in, in which
+ * the QP's new state stops the requester and drops arriving packets.
+ */
+static void remu_eng_reset_mark(struct remu_qp *qp)
+{
+	set_bit(REMU_ENG_RESET, &qp->eng.run);
+	if (!remu_eng_own(qp))
+		return;
+	if (test_and_clear_bit(REMU_ENG_RESET, &qp->eng.run))
+		remu_eng_reset(qp);
+	remu_eng_release(qp, false);
 }
 
 /*
@@ -320,7 +356,7 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 
 	switch (next) {
 	case IB_QPS_RESET:
-		remu_eng_reset(qp);
+		remu_eng_reset_mark(qp);
 		break;
 	case IB_QPS_RTR:
 		e->rpsn = qp->attr.rq_psn;
@@ -381,11 +417,6 @@ int remu_req_av(struct remu_qp *qp, void *avp)
 	return 0;
 }
 
-/* bits of remu_qp_eng.run */
-enum {
-	REMU_ENG_RUNNING,
-	REMU_ENG_AGAIN,
-};
 
 /* rounds and packets one run may take before it hands over to the work */
 #define REMU_ENG_BUDGET		256
@@ -489,6 +520,9 @@ again:
 	clear_bit(REMU_ENG_AGAIN, &e->run);
 	/* a packet kicked after this is seen below, or by the next round */
 	smp_mb__after_atomic();
+	/* a modify_qp to RESET while someone else owned the engines */
+	if (test_and_clear_bit(REMU_ENG_RESET, &e->run))
+		remu_eng_reset(qp);
 	s = READ_ONCE(qp->state);
 	if (caller && (s != IB_QPS_RTS || !remu_eng_inline_ok(qp))) {
 		more = true;
