@@ -35,6 +35,16 @@ mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 
 ktap_header 6
 
+# Debian 12's trace-cmd (3.1.6) on its own 6.1 kernel loses events of a
+# run, with record and with extract alike (a CPU's last events, or some
+# in the middle; docs/tracing.md): the two cases that read remu's events
+# through trace-cmd are skipped there.  perf and bpftrace, below, count
+# every event on 6.1 too, and the tour reads them from tracefs itself.
+tc_lossy=
+case $(uname -r) in
+6.1.*) tc_lossy="trace-cmd 3.1.6 loses events on $(uname -r) (docs/tracing.md); perf and bpftrace count them here" ;;
+esac
+
 # the chapter alone
 if "$chapter" > "$tmp/chapter.out" 2>&1; then
 	ktap_pass "chapter: tour/odp saw everything it teaches"
@@ -57,6 +67,8 @@ tc_run() {
 }
 if ! command -v trace-cmd >/dev/null; then
 	ktap_skip trace_cmd "trace-cmd not installed (scripts/setup)"
+elif [ -n "$tc_lossy" ]; then
+	ktap_skip trace_cmd "$tc_lossy"
 elif (cd "$tmp" && tc_run > "$tmp/tc.out" 2>&1) &&
      trace-cmd report -i "$tmp/t.dat" > "$tmp/report" 2>&1; then
 	n=$(grep -c 'remu_odp_fault: *dev=remu1 ' "$tmp/report")
@@ -127,6 +139,8 @@ fi
 # scripts/timeline: the picture of the chapter, and the report beside it
 if ! command -v trace-cmd >/dev/null || ! command -v gnuplot >/dev/null; then
 	ktap_skip timeline "trace-cmd or gnuplot not installed (scripts/setup)"
+elif [ -n "$tc_lossy" ]; then
+	ktap_skip timeline "$tc_lossy"
 elif "$repo/scripts/timeline" -o "$tmp/odp.png" -- "$chapter" \
 	> "$tmp/tl.out" 2>&1; then
 	n=$(grep -c 'remu_odp_fault: *dev=remu1 ' "$tmp/odp.report")
