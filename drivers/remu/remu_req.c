@@ -311,6 +311,13 @@ static void remu_eng_reset(struct remu_qp *qp)
 	e->roff = 0;
 }
 
+/* the owner: the reset modify_qp asked for, if it is still to be done */
+static void remu_eng_reset_pending(struct remu_qp *qp)
+{
+	if (test_and_clear_bit(REMU_ENG_RESET, &qp->eng.run))
+		remu_eng_reset(qp);
+}
+
 /*
  * modify_qp to RESET, under qp->mutex: the engines' state is the owner's,
  * and modify_qp cannot wait for the owner here (an owner that meets a
@@ -326,8 +333,7 @@ static void remu_eng_reset_mark(struct remu_qp *qp)
 	set_bit(REMU_ENG_RESET, &qp->eng.run);
 	if (!remu_eng_own(qp))
 		return;
-	if (test_and_clear_bit(REMU_ENG_RESET, &qp->eng.run))
-		remu_eng_reset(qp);
+	remu_eng_reset_pending(qp);
 	remu_eng_release(qp, false);
 }
 
@@ -416,7 +422,6 @@ int remu_req_av(struct remu_qp *qp, void *avp)
 	av->dcache = &e->dst_cache;
 	return 0;
 }
-
 
 /* rounds and packets one run may take before it hands over to the work */
 #define REMU_ENG_BUDGET		256
@@ -521,8 +526,7 @@ again:
 	/* a packet kicked after this is seen below, or by the next round */
 	smp_mb__after_atomic();
 	/* a modify_qp to RESET while someone else owned the engines */
-	if (test_and_clear_bit(REMU_ENG_RESET, &e->run))
-		remu_eng_reset(qp);
+	remu_eng_reset_pending(qp);
 	s = READ_ONCE(qp->state);
 	if (caller && (s != IB_QPS_RTS || !remu_eng_inline_ok(qp))) {
 		more = true;
