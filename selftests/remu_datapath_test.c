@@ -354,7 +354,7 @@ static void pattern(uint8_t *p, uint32_t len, uint32_t seed)
 }
 
 /*
- * Payload by reference (docs/performance.md, "Removing the costs" 5): a
+ * Payload by reference (docs/performance-log.md, step 5): a
  * WRITE's request packets and a READ's responses from ordinary MRs (pinned
  * and ODP) of 256 bytes or more leave as page frags (tx_frag_pkts counts
  * each), the data arriving byte for byte; shorter payloads, inline data and

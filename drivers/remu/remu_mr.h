@@ -404,7 +404,7 @@ int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
  * under the umem_mutex that ->map() holds.  The references keep the pages
  * alive after the MR is deregistered or the range invalidated; the bytes
  * are what the memory held when the ICRC was computed, or the peer drops
- * the packet for its ICRC (see docs/performance.md, step 5).
+ * the packet for its ICRC (see docs/performance-log.md, step 5).
  *
  * Context: process context, may sleep (ODP faults).
  * Return: 0; -EOPNOTSUPP (another backing, or a page without struct
