@@ -11,7 +11,7 @@
  * writes the same WQEs into a kernel ring (an IB_WR_REG_MR's MR, key and
  * rights go into the slot's kernel-only record, qp->eng.kreg, as the WQE
  * format is shared with processes).  A process's doorbell in RTS runs
- * the engines in the caller (remu_eng_doorbell(), remu_req.c) unless
+ * the engines in the caller (remu_eng_doorbell(), remu_eng.c) unless
  * someone else runs them; otherwise qp->send_work is queued on remu_wq
  * and runs remu_qp_send_work().  Either runs remu_eng_run(): in ERR it
  * flushes, in RTR/RTS/SQD it runs the engines, which also process the
@@ -45,7 +45,7 @@
  * resources and READ response maps are sized by its max_dest_rd_atomic and
  * max_rd_atomic: modify_qp allocates them (remu_eng_alloc()) before it
  * changes anything, and hands them to the send work, which alone frees
- * the old ones (remu_eng_set(), remu_req.c).
+ * the old ones (remu_eng_set(), remu_eng.c).
  */
 #include <linux/log2.h>
 #include <rdma/ib_cache.h>
@@ -899,7 +899,7 @@ int remu_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			remu_req_post_av(qp);
 			spin_unlock_irqrestore(&qp->sq.prod_lock, flags);
 		}
-		/* in RTS the caller runs the engines (remu_req.c) */
+		/* in RTS the caller runs the engines (remu_eng.c) */
 		if (state == IB_QPS_RTS)
 			remu_eng_doorbell(qp);
 		else
