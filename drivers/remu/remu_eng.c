@@ -33,6 +33,12 @@ enum {
 	REMU_ENG_RESET,		/* modify_qp moved the QP to RESET */
 };
 
+/* bits of remu_qp_eng.timed_out: which timer fired */
+enum {
+	REMU_ENG_TIMEOUT,	/* the retransmit / RNR timer */
+	REMU_ENG_PROBE,		/* the probe timer */
+};
+
 /* rounds and packets one run may take before it hands over to the work */
 #define REMU_ENG_BUDGET		256
 
@@ -40,7 +46,7 @@ static void remu_eng_timer(struct timer_list *t)
 {
 	struct remu_qp *qp = from_timer(qp, t, eng.timer);
 
-	set_bit(0, &qp->eng.timed_out);
+	set_bit(REMU_ENG_TIMEOUT, &qp->eng.timed_out);
 	queue_work(remu_wq, &qp->send_work);
 }
 
@@ -48,7 +54,7 @@ static void remu_eng_ptimer(struct timer_list *t)
 {
 	struct remu_qp *qp = from_timer(qp, t, eng.ptimer);
 
-	set_bit(1, &qp->eng.timed_out);
+	set_bit(REMU_ENG_PROBE, &qp->eng.timed_out);
 	queue_work(remu_wq, &qp->send_work);
 }
 
@@ -143,6 +149,7 @@ int remu_eng_alloc(struct remu_qp *qp, const struct ib_qp_attr *attr,
 	gfp_t gfp = qp->is_user ? GFP_KERNEL_ACCOUNT : GFP_KERNEL;
 	u32 k;
 
+	lockdep_assert_held(&qp->mutex);
 	memset(n, 0, sizeof(*n));
 	if (qp->ib_qp.qp_type != IB_QPT_RC)
 		return 0;
@@ -184,17 +191,18 @@ void remu_eng_set(struct remu_qp *qp, struct remu_eng_new *n)
 	struct remu_qp_eng *e = &qp->eng;
 	struct remu_rd_res_set *old_res;
 
+	lockdep_assert_held(&qp->mutex);
 	if (n->res) {
 		old_res = xchg(&e->res_new, NULL);
 		if (old_res && !old_res->carry)
 			n->res->carry = false;
 		kfree(old_res);
-		/* pairs with the xchg() of remu_eng_take() */
+		/* the set is filled: pairs with the xchg() of remu_eng_take() */
 		smp_store_release(&e->res_new, n->res);
 	}
 	if (n->maps) {
 		kfree(xchg(&e->maps_new, NULL));
-		/* likewise */
+		/* likewise: pairs with the xchg() of remu_eng_take() */
 		smp_store_release(&e->maps_new, n->maps);
 	}
 }
@@ -269,7 +277,10 @@ static bool remu_eng_own(struct remu_qp *qp)
 		/* fully ordered when it sets the bit: taken like a lock */
 		if (!test_and_set_bit(REMU_ENG_RUNNING, &e->run))
 			return true;
-		/* what the caller published is visible before AGAIN */
+		/*
+		 * What the caller published is visible before AGAIN: pairs
+		 * with the barrier after the owner clears it (remu_eng_round())
+		 */
 		smp_mb__before_atomic();
 		set_bit(REMU_ENG_AGAIN, &e->run);
 		/* pairs with remu_eng_release(): AGAIN set before RUNNING read */
@@ -290,7 +301,10 @@ static void remu_eng_release(struct remu_qp *qp, bool more)
 	struct remu_qp_eng *e = &qp->eng;
 
 	WRITE_ONCE(e->gen, e->gen + 1);
-	/* everything the round wrote is visible before RUNNING clears */
+	/*
+	 * Everything the round wrote is visible before RUNNING clears: pairs
+	 * with the next owner's test_and_set_bit() in remu_eng_own()
+	 */
 	smp_mb__before_atomic();
 	clear_bit(REMU_ENG_RUNNING, &e->run);
 	/* pairs with remu_eng_own(): RUNNING clear before AGAIN is read */
@@ -311,8 +325,8 @@ static void remu_eng_reset(struct remu_qp *qp)
 
 	del_timer(&e->timer);
 	del_timer(&e->ptimer);
-	clear_bit(0, &e->timed_out);
-	clear_bit(1, &e->timed_out);
+	clear_bit(REMU_ENG_TIMEOUT, &e->timed_out);
+	clear_bit(REMU_ENG_PROBE, &e->timed_out);
 	e->probing = false;
 	e->areq = false;
 	/* the next connection may take another path: measure it anew */
@@ -350,6 +364,7 @@ static void remu_eng_reset_pending(struct remu_qp *qp)
  */
 static void remu_eng_reset_mark(struct remu_qp *qp)
 {
+	lockdep_assert_held(&qp->mutex);
 	set_bit(REMU_ENG_RESET, &qp->eng.run);
 	if (!remu_eng_own(qp))
 		return;
@@ -368,6 +383,7 @@ static void remu_eng_set_mtu(struct remu_qp *qp)
 	int m = remu_qp_type(qp) != IB_QPT_UD ? qp->attr.path_mtu :
 		remu_port_active_mtu(&qp->rdev->ib_dev);
 
+	lockdep_assert_held(&qp->mutex);
 	qp->eng.mtu = m > 0 ? ib_mtu_enum_to_int(m) : 256;
 }
 
@@ -380,6 +396,7 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 {
 	struct remu_qp_eng *e = &qp->eng;
 
+	lockdep_assert_held(&qp->mutex);
 	switch (next) {
 	case IB_QPS_RESET:
 		remu_eng_reset_mark(qp);
@@ -425,56 +442,32 @@ bool remu_eng_inline_ok(struct remu_qp *qp)
 	return !READ_ONCE(to_remu_pd(qp->ib_qp.pd)->may_fault);
 }
 
+/* how a round of remu_eng_run() ended */
+enum remu_eng_round {
+	REMU_ROUND_DONE,	/* another if someone set AGAIN meanwhile */
+	REMU_ROUND_IDLE,	/* the QP's state runs no engine */
+	REMU_ROUND_HANDOFF,	/* the rest is the work item's (@caller) */
+};
+
 /*
- * The engines: completer/responder on received packets, the timers, the
- * requester; or in ERR the flush of what was posted since
- * (remu_qp_err_work()).  It goes round again, within its budget (each
- * round and each packet take one), as long as someone set AGAIN while it
- * ran (remu_eng_kick(), the doorbell, a timer): one work item run,
- * wake-up and context switch less each time.
- *
- * @caller: the doorbell's caller runs them (remu_eng_doorbell()): only
- * while the QP is in RTS and remu_eng_inline_ok(); anything else (another
- * state, an MR that may fault, the budget spent) is handed to the work
- * item, which the release queues.
+ * The packets queued on eng.rxq, to the completer (responses) or the
+ * responder (requests), each taking one of @budget.  Return: false if
+ * the doorbell's caller must hand the rest to the work item.
  */
-void remu_eng_run(struct remu_qp *qp, bool caller)
+static bool remu_eng_rx(struct remu_qp *qp, bool caller, int *budget)
 {
 	struct remu_qp_eng *e = &qp->eng;
-	int budget = REMU_ENG_BUDGET;
-	bool more = false, live;
 	struct sk_buff *skb;
 	enum ib_qp_state s;
 
-	if (!remu_eng_own(qp))
-		return;
-again:
-	budget--;
-	clear_bit(REMU_ENG_AGAIN, &e->run);
-	/* a packet kicked after this is seen below, or by the next round */
-	smp_mb__after_atomic();
-	/* a modify_qp to RESET while someone else owned the engines */
-	remu_eng_reset_pending(qp);
-	s = READ_ONCE(qp->state);
-	if (caller && (s != IB_QPS_RTS || !remu_eng_inline_ok(qp))) {
-		more = true;
-		goto out;
-	}
-	live = s >= IB_QPS_RTR && s <= IB_QPS_SQD;
-	if (s == IB_QPS_ERR)
-		remu_qp_err_work(qp);
-	if (!live)
-		goto out;
-	remu_eng_take(e);
-	while (budget > 0 && (skb = skb_dequeue(&e->rxq))) {
+	while (*budget > 0 && (skb = skb_dequeue(&e->rxq))) {
 		s = READ_ONCE(qp->state);
 		if (caller && !remu_eng_inline_ok(qp)) {
 			/* the work item takes it from here, in order */
 			skb_queue_head(&e->rxq, skb);
-			more = true;
-			goto out;
+			return false;
 		}
-		budget--;
+		(*budget)--;
 		if (s == IB_QPS_ERR || s == IB_QPS_RESET) {
 			/* the QP stopped receiving since remu_rcv() */
 			remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
@@ -486,18 +479,73 @@ again:
 		else
 			remu_resp_pkt(qp, skb);
 	}
-	if (test_and_clear_bit(0, &e->timed_out))
+	return true;
+}
+
+/*
+ * One round, taking one of @budget: the reset modify_qp asked for, then by
+ * the QP's state the flush (ERR), or the sets modify_qp made, the queued
+ * packets, the timers and the requester (RTR to SQD).
+ */
+static enum remu_eng_round remu_eng_round(struct remu_qp *qp, bool caller,
+					  int *budget)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	enum ib_qp_state s;
+
+	(*budget)--;
+	clear_bit(REMU_ENG_AGAIN, &e->run);
+	/*
+	 * Pairs with the barrier before AGAIN is set (remu_eng_kick(),
+	 * remu_eng_own()): what was published before it is seen below.
+	 */
+	smp_mb__after_atomic();
+	/* a modify_qp to RESET while someone else owned the engines */
+	remu_eng_reset_pending(qp);
+	s = READ_ONCE(qp->state);
+	if (caller && (s != IB_QPS_RTS || !remu_eng_inline_ok(qp)))
+		return REMU_ROUND_HANDOFF;
+	if (s == IB_QPS_ERR)
+		remu_qp_err_work(qp);
+	if (!remu_state_live(s))
+		return REMU_ROUND_IDLE;
+	remu_eng_take(e);
+	if (!remu_eng_rx(qp, caller, budget))
+		return REMU_ROUND_HANDOFF;
+	if (test_and_clear_bit(REMU_ENG_TIMEOUT, &e->timed_out))
 		remu_comp_timeout(qp);
-	if (test_and_clear_bit(1, &e->timed_out))
+	if (test_and_clear_bit(REMU_ENG_PROBE, &e->timed_out))
 		remu_comp_probe(qp);
-	if (READ_ONCE(qp->state) == IB_QPS_RTS && !remu_req_run(qp, caller)) {
-		more = true;
-		goto out;
-	}
-	if (budget > 0 && test_bit(REMU_ENG_AGAIN, &e->run))
-		goto again;
-	more = !skb_queue_empty(&e->rxq);
-out:
+	if (READ_ONCE(qp->state) == IB_QPS_RTS && !remu_req_run(qp, caller))
+		return REMU_ROUND_HANDOFF;
+	return REMU_ROUND_DONE;
+}
+
+/*
+ * The engines: rounds of remu_eng_round() as long as someone set AGAIN
+ * while one ran (remu_eng_kick(), the doorbell, a timer), within the
+ * budget (each round and each packet take one): one work item run,
+ * wake-up and context switch less each time.
+ *
+ * @caller: the doorbell's caller runs them (remu_eng_doorbell()): only
+ * while the QP is in RTS and remu_eng_inline_ok(); anything else (another
+ * state, an MR that may fault, the budget spent) is handed to the work
+ * item, which the release queues.
+ */
+void remu_eng_run(struct remu_qp *qp, bool caller)
+{
+	int budget = REMU_ENG_BUDGET;
+	enum remu_eng_round r;
+	bool more;
+
+	if (!remu_eng_own(qp))
+		return;
+	do {
+		r = remu_eng_round(qp, caller, &budget);
+	} while (r == REMU_ROUND_DONE && budget > 0 &&
+		 test_bit(REMU_ENG_AGAIN, &qp->eng.run));
+	more = r == REMU_ROUND_HANDOFF ||
+	       (r == REMU_ROUND_DONE && !skb_queue_empty(&qp->eng.rxq));
 	remu_eng_release(qp, more);
 }
 
@@ -548,7 +596,7 @@ void remu_eng_wait_run(struct remu_qp *qp)
 	/* pairs with remu_eng_release(): gen read before RUNNING */
 	smp_rmb();
 	wait_var_event(&e->run, !test_bit(REMU_ENG_RUNNING, &e->run) ||
-				READ_ONCE(e->gen) != gen);
+		       READ_ONCE(e->gen) != gen);
 	flush_work(&qp->send_work);
 }
 
@@ -564,7 +612,10 @@ void remu_eng_wait_run(struct remu_qp *qp)
  */
 void remu_eng_kick(struct remu_qp *qp)
 {
-	/* the packet is on the list before AGAIN says so */
+	/*
+	 * The packet is on the list before AGAIN says so: pairs with the
+	 * barrier after the owner clears it (remu_eng_round())
+	 */
 	smp_mb__before_atomic();
 	set_bit(REMU_ENG_AGAIN, &qp->eng.run);
 	/* pairs with remu_eng_release(): AGAIN set before RUNNING is read */

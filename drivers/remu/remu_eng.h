@@ -207,7 +207,7 @@ struct remu_rd_res_set {
  * @timer:	retransmit / RNR timer; queues the work
  * @ptimer:	probe timer (remu_comp.c): after a go-back, resend again
  *		if the hole is not filled within about two round trips
- * @timed_out:	the timer fired (bit 0), the probe timer fired (bit 1)
+ * @timed_out:	which timer fired (REMU_ENG_TIMEOUT, REMU_ENG_PROBE bits)
  * @rtt_t:	RC: ktime (ns) at which @rtt_psn was first sent, 0: no
  *		round trip being timed
  * @rtt_psn:	the AckReq packet being timed
