@@ -195,52 +195,52 @@ static bool remu_is_rd_atomic(u32 op)
 	       op == IB_UVERBS_WR_ATOMIC_WRITE;
 }
 
-/*
- * Copy the WQE at @idx out of the ring and validate the copy.
- * Return: 0, or the IB_WC_* status to complete it with.
- */
-static int remu_req_fetch(struct remu_qp *qp, u32 idx)
+/* a UMR WQE: its entries are inline, remu_mkey_umr() reads them */
+static int remu_req_check_umr(struct remu_qp *qp,
+			      const struct remu_send_wqe *w)
 {
-	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
-	struct remu_send_wqe *w = remu_req_copy(qp, idx);
-	struct remu_sge *sge = (struct remu_sge *)(w + 1);
-	enum ib_qp_type type = remu_qp_type(qp);
-	unsigned long flags;
-	u64 len = 0;
+	if (!(w->flags & REMU_WQE_INLINE))
+		return IB_WC_LOC_QP_OP_ERR;
+	if (w->inline_len > qp->max_inline)
+		return IB_WC_LOC_LEN_ERR;
+	return 0;
+}
+
+/*
+ * The message length of WQE @w into @len: its inline bytes, or the sum of
+ * its SGEs.  Return: 0, or the IB_WC_* status to complete it with.
+ */
+static int remu_req_wqe_len(struct remu_qp *qp, const struct remu_send_wqe *w,
+			    u64 *len)
+{
+	const struct remu_sge *sge = (const struct remu_sge *)(w + 1);
 	u32 i;
 
-	spin_lock_irqsave(&qp->sq.cons_lock, flags);
-	memcpy(w, remu_queue_slot_at(&qp->sq.ring, idx), qp->sq.ring.slot_size);
-	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
-
-	memset(sw, 0, sizeof(*sw));
-	sw->valid = true;
-	sw->npkts = 1;
-	if (!remu_req_op_ok(qp, w->opcode))
-		return IB_WC_LOC_QP_OP_ERR;
-	if (w->opcode == REMU_WR_UMR) {
-		/* its entries are inline: remu_mkey_umr() reads them */
-		if (!(w->flags & REMU_WQE_INLINE))
-			return IB_WC_LOC_QP_OP_ERR;
-		if (w->inline_len > qp->max_inline)
-			return IB_WC_LOC_LEN_ERR;
-		sw->len = 0;
-		return 0;
-	}
+	*len = 0;
 	if (w->flags & REMU_WQE_INLINE) {
 		if (w->inline_len > qp->max_inline)
 			return IB_WC_LOC_LEN_ERR;
-		len = w->inline_len;
+		*len = w->inline_len;
 		if (remu_is_rd_atomic(w->opcode))
 			return IB_WC_LOC_QP_OP_ERR;
 	} else {
 		if (w->num_sge > qp->sq.max_sge)
 			return IB_WC_LOC_LEN_ERR;
 		for (i = 0; i < w->num_sge; i++)
-			len += sge[i].length;
+			*len += sge[i].length;
 	}
-	if (len > 0x80000000ull)
+	if (*len > 0x80000000ull)
 		return IB_WC_LOC_LEN_ERR;
+	return 0;
+}
+
+/*
+ * What @sw keeps of WQE @w of @len bytes: the length its packets carry
+ * and how many packets it takes.  Return: 0, or the IB_WC_* status.
+ */
+static int remu_req_size(struct remu_qp *qp, const struct remu_send_wqe *w,
+			 struct remu_swqe *sw, u64 len)
+{
 	sw->len = len;
 	switch (w->opcode) {
 	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
@@ -260,12 +260,41 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 	case IB_UVERBS_WR_BIND_MW:
 		break;
 	default:
-		if (type == IB_QPT_UD && len > qp->eng.mtu)
+		if (remu_qp_type(qp) == IB_QPT_UD && len > qp->eng.mtu)
 			return IB_WC_LOC_LEN_ERR;
 		sw->npkts = max_t(u32, 1, DIV_ROUND_UP(len, qp->eng.mtu));
 		break;
 	}
 	return 0;
+}
+
+/*
+ * Copy the WQE at @idx out of the ring and validate the copy.
+ * Return: 0, or the IB_WC_* status to complete it with.
+ */
+static int remu_req_fetch(struct remu_qp *qp, u32 idx)
+{
+	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
+	struct remu_send_wqe *w = remu_req_copy(qp, idx);
+	unsigned long flags;
+	u64 len;
+	int err;
+
+	spin_lock_irqsave(&qp->sq.cons_lock, flags);
+	memcpy(w, remu_queue_slot_at(&qp->sq.ring, idx), qp->sq.ring.slot_size);
+	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+
+	memset(sw, 0, sizeof(*sw));
+	sw->valid = true;
+	sw->npkts = 1;
+	if (!remu_req_op_ok(qp, w->opcode))
+		return IB_WC_LOC_QP_OP_ERR;
+	if (w->opcode == REMU_WR_UMR)
+		return remu_req_check_umr(qp, w);
+	err = remu_req_wqe_len(qp, w, &len);
+	if (err)
+		return err;
+	return remu_req_size(qp, w, sw, len);
 }
 
 /*
