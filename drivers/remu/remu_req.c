@@ -297,6 +297,214 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 	return remu_req_size(qp, w, sw, len);
 }
 
+/**
+ * struct remu_req_pkt - a request packet being built (remu_req_build_pkt())
+ * @qp:		the sending QP
+ * @w:		the WQE (the requester's copy)
+ * @sw:		its state: the packet is number @sw->sent
+ * @av:		where it goes
+ * @by_ref:	its payload is attached as page frags of the MRs
+ * @pkt:	the headers' layout, from the wire layer
+ * @skb:	the packet
+ * @psn:	its PSN (not masked)
+ * @off:	offset of its payload in the message
+ * @plen:	payload bytes
+ * @roff:	READ: offset in the message of what it asks for
+ * @rlen:	the RETH's DMA length
+ * @first, @last: the message's first / last request packet
+ * @rd:		a READ, atomic, FLUSH or ATOMIC_WRITE (one request packet)
+ * @ack_every:	asks for an ACK as a last packet or a multiple of
+ *		REMU_ACK_EVERY
+ * @gb_first:	the first packet of a go-back (remu_req_go_back())
+ */
+struct remu_req_pkt {
+	struct remu_qp *qp;
+	struct remu_send_wqe *w;
+	struct remu_swqe *sw;
+	const struct remu_av *av;
+	bool by_ref;
+	struct remu_pkt pkt;
+	struct sk_buff *skb;
+	u32 psn;
+	u32 off;
+	u32 plen;
+	u32 roff;
+	u32 rlen;
+	bool first;
+	bool last;
+	bool rd;
+	bool ack_every;
+	bool gb_first;
+};
+
+/* opcode, PSN, payload and AckReq of the packet.  Return: 0 or -EINVAL */
+static int remu_req_pkt_plan(struct remu_req_pkt *p)
+{
+	const struct remu_send_wqe *w = p->w;
+	struct remu_swqe *sw = p->sw;
+	struct remu_qp_eng *e = &p->qp->eng;
+	int op;
+
+	p->first = sw->sent == 0;
+	p->rd = remu_is_rd_atomic(w->opcode);
+	p->last = p->rd || sw->sent + 1 == sw->npkts;
+	op = remu_req_opcode(remu_qp_type(p->qp), w->opcode, p->first, p->last);
+	if (op < 0)
+		return -EINVAL;
+	p->pkt.opcode = op;
+	p->off = sw->sent * e->mtu;
+	if (!p->rd || w->opcode == IB_UVERBS_WR_ATOMIC_WRITE)
+		p->plen = min(sw->len - p->off, e->mtu);
+	p->psn = sw->first_psn + (p->rd ? 0 : sw->sent);
+	p->rlen = sw->len;
+	if (w->opcode == IB_UVERBS_WR_RDMA_READ) {
+		/*
+		 * Sent again: ask only for the responses still missing
+		 * first (IBA allows a resent READ to start at any PSN of the
+		 * original, with its address and length moved to match).
+		 */
+		p->roff = sw->rcvd * e->mtu;
+		p->rlen = min_t(u64, (u64)remu_swqe_read_end(e, sw) * e->mtu,
+				sw->len) - p->roff;
+		p->psn = sw->first_psn + sw->rcvd;
+	}
+	/*
+	 * AckReq: a message's last packet, every REMU_ACK_EVERY PSNs, and
+	 * the first packet of a go-back (remu_req_go_back())
+	 */
+	p->ack_every = p->last || (p->psn % REMU_ACK_EVERY) == 0;
+	p->gb_first = e->areq && p->psn == e->areq_psn;
+	return 0;
+}
+
+/* the skb with its BTH.  Return: 0 or -ENOMEM */
+static int remu_req_pkt_alloc(struct remu_req_pkt *p)
+{
+	struct remu_qp *qp = p->qp;
+	const struct remu_send_wqe *w = p->w;
+	enum ib_qp_type type = remu_qp_type(qp);
+
+	p->skb = p->by_ref ?
+		 remu_net_alloc_skb_ref(qp->rdev, p->av, p->plen, &p->pkt) :
+		 remu_net_alloc_skb(qp->rdev, p->av, p->plen, &p->pkt);
+	if (!p->skb)
+		return -ENOMEM;
+	remu_bth_set_flags(p->pkt.bth,
+			   p->last && (w->flags & REMU_WQE_SOLICITED), false,
+			   p->pkt.pad);
+	remu_bth_set_qpn(p->pkt.bth, type == IB_QPT_UD ? w->remote_qpn :
+			 qp->attr.dest_qp_num);
+	remu_bth_set_psn(p->pkt.bth, p->psn, type == IB_QPT_RC &&
+			 (p->ack_every || p->gb_first));
+	return 0;
+}
+
+/* the extended headers the opcode has, from the WQE */
+static void remu_req_pkt_ext(struct remu_req_pkt *p)
+{
+	const struct remu_send_wqe *w = p->w;
+	struct remu_qp *qp = p->qp;
+	u32 qkey;
+	void *h;
+
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_RETH);
+	if (h)
+		remu_reth_set(h, w->remote_addr + p->roff, w->rkey,
+			      w->opcode == IB_UVERBS_WR_FLUSH ?
+			      (u32)w->compare_add : p->rlen);
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_FETH);
+	if (h)
+		remu_feth_set(h, w->ex_data);
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_IMMDT);
+	if (h)
+		((struct remu_immdt *)h)->imm = (__force __be32)w->ex_data;
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_IETH);
+	if (h)
+		remu_ieth_set(h, w->ex_data);
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_DETH);
+	if (h) {
+		qkey = (w->remote_qkey & 0x80000000u) ? qp->attr.qkey :
+							w->remote_qkey;
+		if (remu_qp_is_gsi(qp))
+			qkey = IB_QP1_QKEY;
+		remu_deth_set(h, qkey, qp->ib_qp.qp_num);
+	}
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_ATMETH);
+	if (!h)
+		return;
+	if (w->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
+		remu_atmeth_set(h, w->remote_addr, w->rkey, w->swap,
+				w->compare_add);
+	else
+		remu_atmeth_set(h, w->remote_addr, w->rkey, w->compare_add, 0);
+}
+
+/*
+ * The payload: page frags of the MRs (@p->by_ref), ATOMIC_WRITE's value
+ * or the inline bytes from the WQE, or a copy from the MRs.
+ * Return: 0 or the MR layer's errno.
+ */
+static int remu_req_pkt_payload(struct remu_req_pkt *p)
+{
+	struct remu_send_wqe *w = p->w;
+	struct remu_qp *qp = p->qp;
+	u8 *buf;
+	int err;
+
+	if (p->by_ref) {
+		err = remu_sge_frag_skb(qp->rdev, to_remu_pd(qp->ib_qp.pd),
+					(struct remu_sge *)(w + 1), w->num_sge,
+					p->off, p->skb, p->plen);
+		if (!err)
+			err = remu_net_end_ref(p->skb, &p->pkt);
+		return err;
+	}
+	if (!p->plen)
+		return 0;
+	buf = p->skb->data + p->pkt.hdr_len;
+	if (w->opcode == IB_UVERBS_WR_ATOMIC_WRITE) {
+		/* the 8 bytes, as they were in the WQE's memory */
+		memcpy(buf, &w->compare_add, sizeof(w->compare_add));
+		return 0;
+	}
+	if (w->flags & REMU_WQE_INLINE) {
+		memcpy(buf, (u8 *)(w + 1) + p->off, p->plen);
+		return 0;
+	}
+	return remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd),
+			     (struct remu_sge *)(w + 1), w->num_sge, p->off,
+			     buf, p->plen, REMU_FROM_MR, 0);
+}
+
+static bool remu_is_send(u32 op)
+{
+	return op == IB_UVERBS_WR_SEND || op == IB_UVERBS_WR_SEND_WITH_IMM ||
+	       op == IB_UVERBS_WR_SEND_WITH_INV;
+}
+
+/* send the finished packet: counters, a round trip to time, sent_end */
+static void remu_req_pkt_xmit(struct remu_req_pkt *p)
+{
+	struct remu_qp *qp = p->qp;
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_swqe *sw = p->sw;
+	u32 end;
+
+	if (p->first && remu_is_send(p->w->opcode))
+		remu_count(qp->rdev, REMU_CNT_RDMA_SEND);
+	/* time a round trip: the first sending of an RC packet that asks for an ACK */
+	if (remu_qp_type(qp) == IB_QPT_RC && !p->rd && !e->rtt_t &&
+	    p->ack_every && !remu_psn_before(p->psn, e->sent_end))
+		remu_comp_rtt_start(qp, p->psn);
+	remu_net_xmit(qp->rdev, p->av, p->skb);	/* a lost packet is retransmitted */
+	if (p->gb_first)
+		e->areq = false;
+	/* responses may now come up to here (READ: one per response) */
+	end = p->rd ? sw->first_psn + sw->npkts : p->psn + 1;
+	if (remu_psn_before(e->sent_end, end))
+		e->sent_end = end & REMU_PSN_MASK;
+}
+
 /*
  * Build packet number @sw->sent of the WQE at @idx and send it; with
  * @by_ref its payload is attached as page frags of the MRs (-EOPNOTSUPP
@@ -305,133 +513,28 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 static int remu_req_build_pkt(struct remu_qp *qp, u32 idx,
 			      const struct remu_av *av, bool by_ref)
 {
-	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
-	struct remu_send_wqe *w = remu_req_copy(qp, idx);
-	struct remu_dev *rdev = qp->rdev;
-	enum ib_qp_type type = remu_qp_type(qp);
-	bool first = sw->sent == 0, last, rd = remu_is_rd_atomic(w->opcode);
-	bool ack_every, gb_first;
-	u32 off = sw->sent * qp->eng.mtu, plen = 0, psn, qkey, roff = 0;
-	u32 rlen = sw->len;
-	struct remu_pkt pkt = {};
-	struct sk_buff *skb;
-	void *h;
-	int op, err;
+	struct remu_req_pkt p = {
+		.qp = qp,
+		.w = remu_req_copy(qp, idx),
+		.sw = &qp->eng.st[idx & qp->sq.ring.mask],
+		.av = av,
+		.by_ref = by_ref,
+	};
+	int err;
 
-	last = rd || sw->sent + 1 == sw->npkts;
-	op = remu_req_opcode(type, w->opcode, first, last);
-	if (op < 0)
-		return -EINVAL;
-	if (!rd || w->opcode == IB_UVERBS_WR_ATOMIC_WRITE)
-		plen = min(sw->len - off, qp->eng.mtu);
-	psn = sw->first_psn + (rd ? 0 : sw->sent);
-	if (w->opcode == IB_UVERBS_WR_RDMA_READ) {
-		/*
-		 * Sent again: ask only for the responses still missing
-		 * first (IBA allows a resent READ to start at any PSN of the
-		 * original, with its address and length moved to match).
-		 */
-		roff = sw->rcvd * qp->eng.mtu;
-		rlen = min_t(u64, (u64)remu_swqe_read_end(&qp->eng, sw) *
-			     qp->eng.mtu, sw->len) - roff;
-		psn = sw->first_psn + sw->rcvd;
+	err = remu_req_pkt_plan(&p);
+	if (err)
+		return err;
+	err = remu_req_pkt_alloc(&p);
+	if (err)
+		return err;
+	remu_req_pkt_ext(&p);
+	err = remu_req_pkt_payload(&p);
+	if (err) {
+		kfree_skb(p.skb);
+		return err;
 	}
-
-	pkt.opcode = op;
-	skb = by_ref ? remu_net_alloc_skb_ref(rdev, av, plen, &pkt) :
-		       remu_net_alloc_skb(rdev, av, plen, &pkt);
-	if (!skb)
-		return -ENOMEM;
-	remu_bth_set_flags(pkt.bth, last && (w->flags & REMU_WQE_SOLICITED),
-			   false, pkt.pad);
-	remu_bth_set_qpn(pkt.bth, type == IB_QPT_UD ? w->remote_qpn :
-				  qp->attr.dest_qp_num);
-	/*
-	 * AckReq: a message's last packet, every REMU_ACK_EVERY PSNs, and
-	 * the first packet of a go-back (remu_req_go_back())
-	 */
-	ack_every = last || (psn % REMU_ACK_EVERY) == 0;
-	gb_first = qp->eng.areq && psn == qp->eng.areq_psn;
-	remu_bth_set_psn(pkt.bth, psn, type == IB_QPT_RC &&
-			 (ack_every || gb_first));
-
-	h = remu_pkt_hdr(&pkt, REMU_HDR_RETH);
-	if (h)
-		remu_reth_set(h, w->remote_addr + roff, w->rkey,
-			      w->opcode == IB_UVERBS_WR_FLUSH ?
-			      (u32)w->compare_add : rlen);
-	h = remu_pkt_hdr(&pkt, REMU_HDR_FETH);
-	if (h)
-		remu_feth_set(h, w->ex_data);
-	h = remu_pkt_hdr(&pkt, REMU_HDR_IMMDT);
-	if (h)
-		((struct remu_immdt *)h)->imm = (__force __be32)w->ex_data;
-	h = remu_pkt_hdr(&pkt, REMU_HDR_IETH);
-	if (h)
-		remu_ieth_set(h, w->ex_data);
-	h = remu_pkt_hdr(&pkt, REMU_HDR_DETH);
-	if (h) {
-		qkey = (w->remote_qkey & 0x80000000u) ? qp->attr.qkey :
-							w->remote_qkey;
-		if (remu_qp_is_gsi(qp))
-			qkey = IB_QP1_QKEY;
-		remu_deth_set(h, qkey, qp->ib_qp.qp_num);
-	}
-	h = remu_pkt_hdr(&pkt, REMU_HDR_ATMETH);
-	if (h) {
-		if (w->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
-			remu_atmeth_set(h, w->remote_addr, w->rkey, w->swap,
-					w->compare_add);
-		else
-			remu_atmeth_set(h, w->remote_addr, w->rkey,
-					w->compare_add, 0);
-	}
-
-	if (by_ref) {
-		err = remu_sge_frag_skb(rdev, to_remu_pd(qp->ib_qp.pd),
-					(struct remu_sge *)(w + 1), w->num_sge,
-					off, skb, plen);
-		if (!err)
-			err = remu_net_end_ref(skb, &pkt);
-		if (err) {
-			kfree_skb(skb);
-			return err;
-		}
-	} else if (plen) {
-		u8 *buf = skb->data + pkt.hdr_len;
-
-		if (w->opcode == IB_UVERBS_WR_ATOMIC_WRITE) {
-			/* the 8 bytes, as they were in the WQE's memory */
-			memcpy(buf, &w->compare_add, sizeof(w->compare_add));
-		} else if (w->flags & REMU_WQE_INLINE) {
-			memcpy(buf, (u8 *)(w + 1) + off, plen);
-		} else {
-			err = remu_sge_copy(rdev, to_remu_pd(qp->ib_qp.pd),
-					    (struct remu_sge *)(w + 1),
-					    w->num_sge, off, buf, plen,
-					    REMU_FROM_MR, 0);
-			if (err) {
-				kfree_skb(skb);
-				return err;
-			}
-		}
-	}
-	if (first && !(w->opcode == IB_UVERBS_WR_RDMA_READ) &&
-	    (w->opcode == IB_UVERBS_WR_SEND ||
-	     w->opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
-	     w->opcode == IB_UVERBS_WR_SEND_WITH_INV))
-		remu_count(rdev, REMU_CNT_RDMA_SEND);
-	/* time a round trip: the first sending of an RC packet that asks for an ACK */
-	if (type == IB_QPT_RC && !rd && !qp->eng.rtt_t && ack_every &&
-	    !remu_psn_before(psn, qp->eng.sent_end))
-		remu_comp_rtt_start(qp, psn);
-	remu_net_xmit(rdev, av, skb);	/* a lost packet is retransmitted */
-	if (gb_first)
-		qp->eng.areq = false;
-	/* responses may now come up to here (READ: one per response) */
-	psn = rd ? sw->first_psn + sw->npkts : psn + 1;
-	if (remu_psn_before(qp->eng.sent_end, psn))
-		qp->eng.sent_end = psn & REMU_PSN_MASK;
+	remu_req_pkt_xmit(&p);
 	return 0;
 }
 
