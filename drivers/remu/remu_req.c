@@ -733,7 +733,8 @@ static int remu_req_ud_av(struct remu_qp *qp, u32 ah_num, u32 remote_qpn,
  * not resolve (unknown, another PD's) is recorded: its WQE completes with
  * IB_WC_LOC_QP_OP_ERR when the requester gets to it.
  *
- * Context: any; takes qp->sq.cons_lock to read the ring's extent.
+ * Context: any; under qp->sq.prod_lock, takes qp->sq.cons_lock to read
+ * the ring's extent.
  */
 void remu_req_post_av(struct remu_qp *qp)
 {
@@ -744,6 +745,7 @@ void remu_req_post_av(struct remu_qp *qp)
 	unsigned long flags;
 	u32 idx, end;
 
+	lockdep_assert_held(&qp->sq.prod_lock);
 	spin_lock_irqsave(&qp->sq.cons_lock, flags);
 	idx = (s32)(e->av_next - q->cons) < 0 ? q->cons : e->av_next;
 	end = q->cons + remu_queue_used_by_consumer(q);
@@ -754,134 +756,290 @@ void remu_req_post_av(struct remu_qp *qp)
 		u->err = remu_req_ud_av(qp, READ_ONCE(w->ah_num),
 					READ_ONCE(w->remote_qpn), &u->av);
 	}
+	/* the AVs before the index: pairs with remu_req_get_wqe()'s acquire */
 	smp_store_release(&e->av_next, end);
 }
 
 /*
- * The requester.  Return: false if @caller (the doorbell's caller) must
- * hand the rest to the work item (remu_eng_inline_ok()), else true.
+ * The requester's states (remu_req_run()): each step looks at the WQE at
+ * eng.head and returns the next state; the last three end the run.
+ */
+enum remu_req_state {
+	REMU_REQ_GET_WQE,	/* the WQE at eng.head, if one may go now */
+	REMU_REQ_START_WQE,	/* first look: copy, validate, give PSNs */
+	REMU_REQ_CHECK_DONE,	/* a finished READ/atomic gone back over */
+	REMU_REQ_LOCAL_OP,	/* LOCAL_INV, REG_MR, BIND_MW, UMR */
+	REMU_REQ_CHECK_WINDOW,	/* RC: the fence and the window */
+	REMU_REQ_GET_AV,	/* where its packets go */
+	REMU_REQ_SEND_PKT,	/* its next packet */
+	REMU_REQ_WAIT,		/* nothing more to send now */
+	REMU_REQ_ERROR,		/* a WQE completed in error, the QP to ERR */
+	REMU_REQ_HANDOFF,	/* the doorbell's caller hands over */
+};
+
+/* WQE steps one run may take before it queues the work for the rest */
+#define REMU_REQ_BUDGET		512
+
+/**
+ * struct remu_req_ctx - the requester's walk of the SQ in one run
+ * @qp:		the QP
+ * @caller:	the doorbell's caller runs the engines (remu_eng_doorbell())
+ * @rc:		an RC QP
+ * @budget:	WQE steps left in this run
+ * @have_av:	@av holds the QP's path (RC/UC: resolved once per run)
+ * @av:		the QP's path
+ * @dst:	where the WQE's packets go: @av, or UD's resolved AV
+ * @idx:	ring index of the WQE
+ * @sw:		its requester state
+ * @w:		its copy
+ */
+struct remu_req_ctx {
+	struct remu_qp *qp;
+	bool caller;
+	bool rc;
+	int budget;
+	bool have_av;
+	struct remu_av av;
+	const struct remu_av *dst;
+	u32 idx;
+	struct remu_swqe *sw;
+	struct remu_send_wqe *w;
+};
+
+/* REMU_REQ_GET_WQE: the WQE at eng.head, if one may be sent now */
+static enum remu_req_state remu_req_get_wqe(struct remu_req_ctx *c)
+{
+	struct remu_qp *qp = c->qp;
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	unsigned long flags;
+	u32 used;
+
+	if (c->budget-- <= 0 || e->rnr_wait ||
+	    READ_ONCE(qp->state) != IB_QPS_RTS)
+		return REMU_REQ_WAIT;
+	spin_lock_irqsave(&qp->sq.cons_lock, flags);
+	used = remu_queue_used_by_consumer(q);
+	if ((s32)(e->head - q->cons) < 0)
+		e->head = q->cons;
+	c->idx = e->head;
+	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+	if (c->idx - q->cons >= used)
+		return REMU_REQ_WAIT;
+	/*
+	 * UD: posted, its AV not resolved yet; the doorbell requeues.  The
+	 * AVs are seen with the index: pairs with remu_req_post_av()'s
+	 * smp_store_release()
+	 */
+	if (e->uav && (s32)(c->idx - smp_load_acquire(&e->av_next)) >= 0)
+		return REMU_REQ_WAIT;
+	/* after the producer index: an MR the WQE names is seen */
+	if (c->caller && !remu_eng_inline_ok(qp))
+		return REMU_REQ_HANDOFF;
+	c->sw = &e->st[c->idx & q->mask];
+	c->w = remu_req_copy(qp, c->idx);
+	return c->sw->valid ? REMU_REQ_CHECK_DONE : REMU_REQ_START_WQE;
+}
+
+/*
+ * REMU_REQ_START_WQE: copy and validate the WQE, give it its first PSN,
+ * count a READ/atomic (RC: at most max_rd_atomic outstanding)
+ */
+static enum remu_req_state remu_req_start_wqe(struct remu_req_ctx *c)
+{
+	struct remu_qp *qp = c->qp;
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_swqe *sw = c->sw;
+	int err;
+
+	err = remu_req_fetch(qp, c->idx);
+	if (err) {
+		remu_comp_fail_wqe(qp, c->idx, err);
+		return REMU_REQ_ERROR;
+	}
+	if (remu_is_rd_atomic(c->w->opcode) && c->rc &&
+	    e->rd_out >= max_t(u32, 1, qp->attr.max_rd_atomic)) {
+		sw->valid = false;
+		return REMU_REQ_WAIT;
+	}
+	sw->first_psn = e->psn;
+	if (remu_is_rd_atomic(c->w->opcode)) {
+		e->rd_out++;
+		sw->rd = true;
+	}
+	if (c->w->opcode == IB_UVERBS_WR_RDMA_READ)
+		remu_req_map_get(e, sw);
+	return REMU_REQ_CHECK_DONE;
+}
+
+/* REMU_REQ_CHECK_DONE: a finished READ/atomic gone back over is skipped */
+static enum remu_req_state remu_req_check_done(struct remu_req_ctx *c)
+{
+	struct remu_qp_eng *e = &c->qp->eng;
+	struct remu_swqe *sw = c->sw;
+
+	if (c->rc && sw->rd && sw->rcvd >= sw->npkts) {
+		if (remu_psn_before(e->psn, sw->first_psn + sw->npkts))
+			e->psn = (sw->first_psn + sw->npkts) & REMU_PSN_MASK;
+		e->head++;
+		return REMU_REQ_GET_WQE;
+	}
+	return remu_is_local(c->w->opcode) ? REMU_REQ_LOCAL_OP :
+					     REMU_REQ_CHECK_WINDOW;
+}
+
+/* REMU_REQ_LOCAL_OP: executed when every WQE before it has completed */
+static enum remu_req_state remu_req_local_op(struct remu_req_ctx *c)
+{
+	struct remu_qp *qp = c->qp;
+	int err;
+
+	if (c->idx != qp->sq.ring.cons)
+		return REMU_REQ_WAIT;
+	err = remu_req_local(qp, c->idx, c->w);
+	qp->eng.head++;
+	if (err) {
+		remu_comp_fail_wqe(qp, c->idx, IB_WC_MW_BIND_ERR);
+		return REMU_REQ_ERROR;
+	}
+	remu_comp_wqe(qp, c->idx, IB_WC_SUCCESS);
+	return REMU_REQ_GET_WQE;
+}
+
+/*
+ * REMU_REQ_CHECK_WINDOW (RC): a fenced WQE waits for the READs/atomics
+ * before it; no packet beyond REMU_REQ_WINDOW unacknowledged PSNs
+ */
+static enum remu_req_state remu_req_check_window(struct remu_req_ctx *c)
+{
+	struct remu_qp_eng *e = &c->qp->eng;
+
+	if (!c->rc)
+		return REMU_REQ_GET_AV;
+	if ((c->w->flags & REMU_WQE_FENCE) && e->rd_out &&
+	    c->idx != c->qp->sq.ring.cons)
+		return REMU_REQ_WAIT;
+	if (remu_psn_diff(c->sw->first_psn + c->sw->sent, e->una) >=
+	    REMU_REQ_WINDOW)
+		return REMU_REQ_WAIT;
+	return REMU_REQ_GET_AV;
+}
+
+/*
+ * REMU_REQ_GET_AV: UD, the AV resolved when the WQE was posted; RC/UC,
+ * the QP's path, resolved once per run
+ */
+static enum remu_req_state remu_req_get_av(struct remu_req_ctx *c)
+{
+	struct remu_qp_eng *e = &c->qp->eng;
+	u32 slot = c->idx & c->qp->sq.ring.mask;
+	int err = 0;
+
+	if (e->uav) {
+		err = e->uav[slot].err;
+		c->dst = &e->uav[slot].av;
+	} else if (!c->have_av) {
+		err = remu_req_av(c->qp, &c->av);
+		c->have_av = !err;
+	}
+	if (err) {
+		remu_comp_fail_wqe(c->qp, c->idx, IB_WC_LOC_QP_OP_ERR);
+		return REMU_REQ_ERROR;
+	}
+	return REMU_REQ_SEND_PKT;
+}
+
+/*
+ * REMU_REQ_SEND_PKT: the WQE's next packet; after its last the requester
+ * moves on, and a UC/UD WQE completes
+ */
+static enum remu_req_state remu_req_send(struct remu_req_ctx *c)
+{
+	struct remu_qp *qp = c->qp;
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_swqe *sw = c->sw;
+	int err;
+
+	err = remu_req_send_pkt(qp, c->idx, c->dst);
+	if (err) {
+		remu_comp_fail_wqe(qp, c->idx, remu_local_status(err));
+		return REMU_REQ_ERROR;
+	}
+	sw->sent = remu_is_rd_atomic(c->w->opcode) ? sw->npkts : sw->sent + 1;
+	if (remu_psn_before(e->psn, sw->first_psn + sw->sent))
+		e->psn = (sw->first_psn + sw->sent) & REMU_PSN_MASK;
+	/*
+	 * Something is unacknowledged from the first packet on: the window
+	 * can stop a long WQE before its last packet, and if what went out
+	 * (or its ACKs) is lost, only the timer recovers.  A running timer
+	 * is left as it is until the WQE's last packet, which restarts it.
+	 */
+	if (c->rc && (sw->sent == sw->npkts || !timer_pending(&e->timer)))
+		remu_comp_arm(qp);
+	if (sw->sent < sw->npkts)
+		return REMU_REQ_GET_WQE;
+	e->head++;
+	if (!c->rc)
+		remu_comp_wqe(qp, c->idx, IB_WC_SUCCESS);
+	return REMU_REQ_GET_WQE;
+}
+
+/**
+ * remu_req_run - the requester: send what the SQ holds, from eng.head on
+ * @qp: the QP, in RTS
+ * @caller: the doorbell's caller runs the engines (remu_eng_doorbell())
+ *
+ * Steps through the states of enum remu_req_state until one ends the run:
+ * nothing more may go now (the ring, the window, a fence, a local WQE
+ * waiting for those before it, the budget: then the work item does the
+ * rest), a WQE completed in error, or @caller must hand over.
+ *
+ * Context: the engines' owner (remu_eng.c).
+ * Return: false if @caller must hand the rest to the work item
+ * (remu_eng_inline_ok()), else true.
  */
 bool remu_req_run(struct remu_qp *qp, bool caller)
 {
-	struct remu_qp_eng *e = &qp->eng;
-	struct remu_queue *q = &qp->sq.ring;
-	bool rc = qp->ib_qp.qp_type == IB_QPT_RC;
-	bool have_av = false;
-	struct remu_av av;
-	const struct remu_av *dst = &av;
-	unsigned long flags;
-	int budget = 512;
-	u32 used;
+	struct remu_req_ctx c = {
+		.qp = qp,
+		.caller = caller,
+		.rc = qp->ib_qp.qp_type == IB_QPT_RC,
+		.budget = REMU_REQ_BUDGET,
+	};
+	enum remu_req_state s = REMU_REQ_GET_WQE;
 
-	while (budget-- > 0 && !e->rnr_wait &&
-	       READ_ONCE(qp->state) == IB_QPS_RTS) {
-		struct remu_send_wqe *w;
-		struct remu_swqe *sw;
-		u32 idx;
-		int err;
-
-		spin_lock_irqsave(&qp->sq.cons_lock, flags);
-		used = remu_queue_used_by_consumer(q);
-		if ((s32)(e->head - q->cons) < 0)
-			e->head = q->cons;
-		idx = e->head;
-		spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
-		if (idx - q->cons >= used)
+	c.dst = &c.av;
+	for (;;) {
+		switch (s) {
+		case REMU_REQ_GET_WQE:
+			s = remu_req_get_wqe(&c);
 			break;
-		/* UD: posted, its AV not resolved yet; the doorbell requeues */
-		if (e->uav && (s32)(idx - smp_load_acquire(&e->av_next)) >= 0)
+		case REMU_REQ_START_WQE:
+			s = remu_req_start_wqe(&c);
 			break;
-		/* after the producer index: an MR the WQE names is seen */
-		if (caller && !remu_eng_inline_ok(qp))
+		case REMU_REQ_CHECK_DONE:
+			s = remu_req_check_done(&c);
+			break;
+		case REMU_REQ_LOCAL_OP:
+			s = remu_req_local_op(&c);
+			break;
+		case REMU_REQ_CHECK_WINDOW:
+			s = remu_req_check_window(&c);
+			break;
+		case REMU_REQ_GET_AV:
+			s = remu_req_get_av(&c);
+			break;
+		case REMU_REQ_SEND_PKT:
+			s = remu_req_send(&c);
+			break;
+		case REMU_REQ_WAIT:
+			if (c.budget <= 0)
+				queue_work(remu_wq, &qp->send_work);
+			return true;
+		case REMU_REQ_ERROR:
+			return true;
+		case REMU_REQ_HANDOFF:
 			return false;
-
-		sw = &e->st[idx & q->mask];
-		w = remu_req_copy(qp, idx);
-		if (!sw->valid) {
-			err = remu_req_fetch(qp, idx);
-			if (err) {
-				remu_comp_fail_wqe(qp, idx, err);
-				return true;
-			}
-			if (remu_is_rd_atomic(w->opcode) && rc &&
-			    e->rd_out >= max_t(u32, 1, qp->attr.max_rd_atomic)) {
-				sw->valid = false;
-				break;
-			}
-			sw->first_psn = e->psn;
-			if (remu_is_rd_atomic(w->opcode)) {
-				e->rd_out++;
-				sw->rd = true;
-			}
-			if (w->opcode == IB_UVERBS_WR_RDMA_READ)
-				remu_req_map_get(e, sw);
 		}
-		if (rc && sw->rd && sw->rcvd >= sw->npkts) {
-			/* gone back over a finished READ/atomic: skip it */
-			if (remu_psn_before(e->psn, sw->first_psn + sw->npkts))
-				e->psn = (sw->first_psn + sw->npkts) &
-					 REMU_PSN_MASK;
-			e->head++;
-			continue;
-		}
-		if (remu_is_local(w->opcode)) {
-			/* local: done when all before it are */
-			if (idx != q->cons)
-				break;
-			err = remu_req_local(qp, idx, w);
-			e->head++;
-			if (err) {
-				remu_comp_fail_wqe(qp, idx, IB_WC_MW_BIND_ERR);
-				return true;
-			}
-			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
-			continue;
-		}
-		if ((w->flags & REMU_WQE_FENCE) && rc && e->rd_out &&
-		    idx != q->cons)
-			break;
-		if (rc && remu_psn_diff(sw->first_psn + sw->sent, e->una) >=
-			  REMU_REQ_WINDOW)
-			break;
-
-		err = 0;
-		if (e->uav) {		/* UD: the AV resolved at post time */
-			err = e->uav[idx & q->mask].err;
-			dst = &e->uav[idx & q->mask].av;
-		} else if (!have_av) {
-			err = remu_req_av(qp, &av);
-			have_av = !err;
-		}
-		if (err) {
-			remu_comp_fail_wqe(qp, idx, IB_WC_LOC_QP_OP_ERR);
-			return true;
-		}
-
-		err = remu_req_send_pkt(qp, idx, dst);
-		if (err) {
-			remu_comp_fail_wqe(qp, idx, remu_local_status(err));
-			return true;
-		}
-		sw->sent = remu_is_rd_atomic(w->opcode) ? sw->npkts :
-			   sw->sent + 1;
-		if (remu_psn_before(e->psn, sw->first_psn + sw->sent))
-			e->psn = (sw->first_psn + sw->sent) & REMU_PSN_MASK;
-		/*
-		 * Something is unacknowledged from the first packet on: the
-		 * window can stop a long WQE before its last packet, and if
-		 * what went out (or its ACKs) is lost, only the timer
-		 * recovers.  A running timer is left as it is until the
-		 * WQE's last packet, which restarts it.
-		 */
-		if (rc && (sw->sent == sw->npkts || !timer_pending(&e->timer)))
-			remu_comp_arm(qp);
-		if (sw->sent < sw->npkts)
-			continue;
-		e->head++;
-		if (!rc)
-			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
 	}
-	if (budget <= 0)
-		queue_work(remu_wq, &qp->send_work);
-	return true;
 }
