@@ -134,14 +134,10 @@ static int remu_qp_check_cap(struct ib_qp_init_attr *init)
 	return 0;
 }
 
-int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
-		   struct ib_udata *udata)
+/* What create_qp asks for, before anything is allocated. */
+static int remu_qp_check_init(struct ib_qp_init_attr *init,
+			      struct ib_udata *udata)
 {
-	struct remu_dev *rdev = to_remu_dev(ibqp->device);
-	struct remu_qp *qp = to_remu_qp(ibqp);
-	struct remu_create_qp_resp resp = {};
-	struct remu_ucontext *uc = NULL;
-	u32 slot, qpn;
 	int err;
 
 	switch (init->qp_type) {
@@ -170,16 +166,15 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	if (udata) {
 		if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
 			return -EINVAL;
-		if (udata->outlen < sizeof(resp))
+		if (udata->outlen < sizeof(struct remu_create_qp_resp))
 			return -EINVAL;
-		uc = rdma_udata_to_drv_context(udata, struct remu_ucontext,
-					       ib_uc);
 	}
-	if (atomic_inc_return(&rdev->q.nr_qp) > rdev->attr.max_qp) {
-		err = -ENOMEM;
-		goto err_count;
-	}
+	return 0;
+}
 
+static void remu_qp_init_fields(struct remu_qp *qp, struct remu_dev *rdev,
+				const struct ib_qp_init_attr *init, bool user)
+{
 	qp->rdev = rdev;
 	refcount_set(&qp->ref, 0);	/* remu_qp_get() fails until ready */
 	init_completion(&qp->released);
@@ -188,19 +183,31 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->state = IB_QPS_RESET;
 	qp->attr.qp_state = IB_QPS_RESET;
 	qp->attr.path_mig_state = IB_MIG_MIGRATED;
-	qp->is_user = !!udata;
+	qp->is_user = user;
 	qp->sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->mcast_no_self = !!(init->create_flags &
 			       IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK);
 	qp->scq = to_remu_cq(init->send_cq);
 	qp->rcq = to_remu_cq(init->recv_cq);
 	qp->srq = init->srq ? to_remu_srq(init->srq) : NULL;
+}
+
+/*
+ * The QP's rings and the engines' state: the SQ ring (its slots sized for
+ * the larger of the SGEs and the inline data asked for), the engines'
+ * per-slot state (remu_eng_init()), the RQ ring unless the QP is on an SRQ.
+ */
+static int remu_qp_rings_init(struct remu_qp *qp,
+			      const struct ib_qp_init_attr *init)
+{
+	u32 slot;
+	int err;
 
 	slot = remu_send_slot_size(init->cap.max_send_sge,
 				   init->cap.max_inline_data);
 	err = remu_wq_init(&qp->sq, init->cap.max_send_wr, slot, qp->is_user);
 	if (err)
-		goto err_count;
+		return err;
 	slot -= sizeof(struct remu_send_wqe);
 	qp->sq.max_sge = min_t(u32, slot / sizeof(struct remu_sge), REMU_MAX_SGE);
 	qp->max_inline = min_t(u32, slot, REMU_MAX_INLINE);
@@ -208,53 +215,70 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	err = remu_eng_init(qp);
 	if (err)
 		goto err_sq;
+	if (qp->srq)
+		return 0;
+	qp->rq.max_sge = max(init->cap.max_recv_sge, 1u);
+	slot = sizeof(struct remu_recv_wqe) +
+	       qp->rq.max_sge * sizeof(struct remu_sge);
+	err = remu_wq_init(&qp->rq, init->cap.max_recv_wr, slot, qp->is_user);
+	if (err)
+		goto err_eng;
+	return 0;
 
-	if (!qp->srq) {
-		qp->rq.max_sge = max(init->cap.max_recv_sge, 1u);
-		slot = sizeof(struct remu_recv_wqe) +
-		       qp->rq.max_sge * sizeof(struct remu_sge);
-		err = remu_wq_init(&qp->rq, init->cap.max_recv_wr, slot,
-				   qp->is_user);
-		if (err)
-			goto err_eng;
-	}
+err_eng:
+	remu_eng_fini(qp);
+err_sq:
+	remu_queue_destroy(&qp->sq.ring);
+	return err;
+}
 
-	if (uc) {
-		err = remu_queue_mmap_insert(&qp->sq.ring, &uc->ib_uc, &resp.sq);
-		if (err)
-			goto err_rq;
-		if (!qp->srq) {
-			err = remu_queue_mmap_insert(&qp->rq.ring, &uc->ib_uc,
-						     &resp.rq);
-			if (err)
-				goto err_rq;
-		}
-	}
+/*
+ * Undo remu_qp_rings_init() (and remu_qp_mmap_rings()): the engines first,
+ * which use the rings until they stop.
+ */
+static void remu_qp_rings_destroy(struct remu_qp *qp)
+{
+	remu_eng_fini(qp);
+	remu_queue_destroy(&qp->rq.ring);
+	remu_queue_destroy(&qp->sq.ring);
+}
 
-	if (init->qp_type == IB_QPT_GSI) {
+/* A process's QP: the mmap entries of its rings, into @resp. */
+static int remu_qp_mmap_rings(struct remu_qp *qp, struct ib_udata *udata,
+			      struct remu_create_qp_resp *resp)
+{
+	struct remu_ucontext *uc = rdma_udata_to_drv_context(udata,
+							     struct remu_ucontext,
+							     ib_uc);
+	int err;
+
+	err = remu_queue_mmap_insert(&qp->sq.ring, &uc->ib_uc, &resp->sq);
+	if (err || qp->srq)
+		return err;
+	return remu_queue_mmap_insert(&qp->rq.ring, &uc->ib_uc, &resp->rq);
+}
+
+/* The QP's number.  Return: >= 0, or a negative errno. */
+static int remu_qp_alloc_qpn(struct remu_qp *qp, enum ib_qp_type type,
+			     u32 *qpn)
+{
+	struct remu_dev *rdev = qp->rdev;
+
+	if (type == IB_QPT_GSI) {
 		/* QPN 1 is the GSI QP's; other QPs are allocated from 2 */
-		qpn = 1;
-		err = xa_insert_irq(&rdev->q.qp_xa, qpn, qp, GFP_KERNEL);
-	} else {
-		/* 0xffffff is the multicast QPN (IB_MULTICAST_QPN) */
-		err = xa_alloc_cyclic_irq(&rdev->q.qp_xa, &qpn, qp,
-					  XA_LIMIT(2, IB_MULTICAST_QPN - 1),
-					  &rdev->q.qp_next, GFP_KERNEL);
+		*qpn = 1;
+		return xa_insert_irq(&rdev->q.qp_xa, *qpn, qp, GFP_KERNEL);
 	}
-	if (err < 0)
-		goto err_rq;
-	ibqp->qp_num = qpn;
+	/* 0xffffff is the multicast QPN (IB_MULTICAST_QPN) */
+	return xa_alloc_cyclic_irq(&rdev->q.qp_xa, qpn, qp,
+				   XA_LIMIT(2, IB_MULTICAST_QPN - 1),
+				   &rdev->q.qp_next, GFP_KERNEL);
+}
 
-	if (udata) {
-		resp.qpn = qpn;
-		resp.max_inline = qp->max_inline;
-		resp.max_send_sge = qp->sq.max_sge;
-		resp.max_recv_sge = qp->srq ? 0 : qp->rq.max_sge;
-		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-		if (err)
-			goto err_xa;
-	}
-
+/* What the QP got: into @init for the caller, and into the QP's attributes. */
+static void remu_qp_report_caps(struct remu_qp *qp,
+				struct ib_qp_init_attr *init)
+{
 	init->cap.max_send_wr = qp->sq.max_wr;
 	init->cap.max_send_sge = qp->sq.max_sge;
 	init->cap.max_inline_data = qp->max_inline;
@@ -263,18 +287,62 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		init->cap.max_recv_sge = qp->rq.max_sge;
 	}
 	qp->attr.cap = init->cap;
+}
+
+/* A process's QP: its number, sizes and rings, for libremu. */
+static int remu_qp_udata_resp(struct remu_qp *qp, struct ib_udata *udata,
+			      struct remu_create_qp_resp *resp)
+{
+	resp->qpn = qp->ib_qp.qp_num;
+	resp->max_inline = qp->max_inline;
+	resp->max_send_sge = qp->sq.max_sge;
+	resp->max_recv_sge = qp->srq ? 0 : qp->rq.max_sge;
+	return ib_copy_to_udata(udata, resp, sizeof(*resp));
+}
+
+int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+		   struct ib_udata *udata)
+{
+	struct remu_dev *rdev = to_remu_dev(ibqp->device);
+	struct remu_qp *qp = to_remu_qp(ibqp);
+	struct remu_create_qp_resp resp = {};
+	u32 qpn;
+	int err;
+
+	err = remu_qp_check_init(init, udata);
+	if (err)
+		return err;
+	if (atomic_inc_return(&rdev->q.nr_qp) > rdev->attr.max_qp) {
+		err = -ENOMEM;
+		goto err_count;
+	}
+	remu_qp_init_fields(qp, rdev, init, !!udata);
+	err = remu_qp_rings_init(qp, init);
+	if (err)
+		goto err_count;
+	if (udata) {
+		err = remu_qp_mmap_rings(qp, udata, &resp);
+		if (err)
+			goto err_rings;
+	}
+	err = remu_qp_alloc_qpn(qp, init->qp_type, &qpn);
+	if (err < 0)
+		goto err_rings;
+	ibqp->qp_num = qpn;
+	if (udata) {
+		err = remu_qp_udata_resp(qp, udata, &resp);
+		if (err)
+			goto err_xa;
+	}
+	remu_qp_report_caps(qp, init);
 	refcount_set(&qp->ref, 1);
 	remu_obj_get(REMU_OBJ_QP);
 	return 0;
 
 err_xa:
 	xa_erase_irq(&rdev->q.qp_xa, qpn);
-err_rq:
-	remu_queue_destroy(&qp->rq.ring);
-err_eng:
-	remu_eng_fini(qp);
-err_sq:
-	remu_queue_destroy(&qp->sq.ring);
+err_rings:
+	remu_qp_rings_destroy(qp);
 err_count:
 	atomic_dec(&rdev->q.nr_qp);
 	return err;
@@ -289,10 +357,7 @@ int remu_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	xa_erase_irq(&rdev->q.qp_xa, ibqp->qp_num);
 	remu_qp_put(qp);
 	wait_for_completion(&qp->released);
-	remu_eng_fini(qp);
-
-	remu_queue_destroy(&qp->rq.ring);
-	remu_queue_destroy(&qp->sq.ring);
+	remu_qp_rings_destroy(qp);
 	mutex_destroy(&qp->mutex);
 	atomic_dec(&rdev->q.nr_qp);
 	remu_obj_put(REMU_OBJ_QP);
