@@ -576,6 +576,7 @@ static void remu_flush_rq(struct remu_qp *qp)
  */
 static void remu_qp_flush_all(struct remu_qp *qp)
 {
+	lockdep_assert_held(&qp->mutex);
 	remu_flush_sq(qp);
 	remu_flush_rq(qp);
 	if (qp->srq)
@@ -610,12 +611,84 @@ void remu_qp_event(struct remu_qp *qp, enum ib_event_type type)
 		ibqp->event_handler(&ev, ibqp->qp_context);
 }
 
+/*
+ * The QP enters @next (from @cur): the state is published, the engines
+ * told (remu_eng_modify()), the queues discarded (RESET) or flushed (ERR).
+ */
+static void remu_qp_enter(struct remu_qp *qp, enum ib_qp_state cur,
+			  enum ib_qp_state next)
+{
+	lockdep_assert_held(&qp->mutex);
+	qp->attr.qp_state = next;
+	/*
+	 * The path stored before is visible to the receive path with the
+	 * state: pairs with remu_rcv_qp()'s smp_load_acquire()
+	 */
+	smp_store_release(&qp->state, next);
+	trace_remu_qp_state(qp, cur, next);
+	remu_eng_modify(qp, cur, next);
+	switch (next) {
+	case IB_QPS_RESET:
+		remu_qp_discard(qp);
+		qp->last_wqe = false;
+		break;
+	case IB_QPS_ERR:
+		remu_qp_flush_all(qp);
+		break;
+	case IB_QPS_SQD:
+		/* nothing is in flight without a requester: drained */
+		if (qp->attr.en_sqd_async_notify)
+			remu_qp_event(qp, IB_EVENT_SQ_DRAINED);
+		break;
+	case IB_QPS_RTS:
+		queue_work(remu_wq, &qp->send_work);
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * modify_qp under qp->mutex: the transition and the attributes checked,
+ * the engines' sets allocated, then (nothing can fail any more) the
+ * attributes stored and the new state entered.  @reset: set if the QP
+ * entered RESET.
+ */
+static int remu_qp_modify_locked(struct remu_qp *qp, struct ib_qp_attr *attr,
+				 int mask, bool *reset)
+{
+	struct remu_eng_new eng_new;
+	enum ib_qp_state cur, next;
+	int err;
+
+	lockdep_assert_held(&qp->mutex);
+	cur = qp->state;
+	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur)
+		return -EINVAL;
+	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
+	if (!ib_modify_qp_is_ok(cur, next, qp->ib_qp.qp_type, mask))
+		return -EINVAL;
+	err = remu_qp_check_attr(qp, attr, mask);
+	if (err)
+		return err;
+	/* the only allocations: before anything changes */
+	err = remu_eng_alloc(qp, attr, mask, cur, next, &eng_new);
+	if (err)
+		return err;
+	remu_qp_store_attr(qp, attr, mask);
+	/* before the state: the first packet in RTR finds them */
+	remu_eng_set(qp, &eng_new);
+	if (mask & IB_QP_STATE) {
+		remu_qp_enter(qp, cur, next);
+		*reset = next == IB_QPS_RESET;
+	}
+	return 0;
+}
+
 int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		   struct ib_udata *udata)
 {
 	struct remu_qp *qp = to_remu_qp(ibqp);
-	struct remu_eng_new eng_new;
-	enum ib_qp_state cur, next;
 	bool reset = false;
 	int err;
 
@@ -625,55 +698,7 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		return -EINVAL;
 
 	mutex_lock(&qp->mutex);
-	cur = qp->state;
-	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur) {
-		err = -EINVAL;
-		goto out;
-	}
-	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
-	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask)) {
-		err = -EINVAL;
-		goto out;
-	}
-	err = remu_qp_check_attr(qp, attr, mask);
-	if (err)
-		goto out;
-	/* the only allocations: before anything changes */
-	err = remu_eng_alloc(qp, attr, mask, cur, next, &eng_new);
-	if (err)
-		goto out;
-	remu_qp_store_attr(qp, attr, mask);
-	/* before the state: the first packet in RTR finds them */
-	remu_eng_set(qp, &eng_new);
-
-	if (mask & IB_QP_STATE) {
-		qp->attr.qp_state = next;
-		/* the path above is visible to remu_rcv() with the state */
-		smp_store_release(&qp->state, next);
-		trace_remu_qp_state(qp, cur, next);
-		remu_eng_modify(qp, cur, next);
-		switch (next) {
-		case IB_QPS_RESET:
-			remu_qp_discard(qp);
-			qp->last_wqe = false;
-			reset = true;
-			break;
-		case IB_QPS_ERR:
-			remu_qp_flush_all(qp);
-			break;
-		case IB_QPS_SQD:
-			/* nothing is in flight without a requester: drained */
-			if (qp->attr.en_sqd_async_notify)
-				remu_qp_event(qp, IB_EVENT_SQ_DRAINED);
-			break;
-		case IB_QPS_RTS:
-			queue_work(remu_wq, &qp->send_work);
-			break;
-		default:
-			break;
-		}
-	}
-out:
+	err = remu_qp_modify_locked(qp, attr, mask, &reset);
 	mutex_unlock(&qp->mutex);
 	/*
 	 * RESET: the round the engines' owner was in is over, and so is the
