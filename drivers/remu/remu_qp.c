@@ -876,37 +876,30 @@ static int remu_fill_reg_mr(struct remu_qp *qp, const struct ib_reg_wr *wr,
 }
 
 /*
- * Build the WQE for a kernel consumer's @wr into the (kernel) slot of
- * ring index @idx.
+ * Can @qp take @wr: its opcode, its SGE count, its inline bytes (summed
+ * into @len).  Return: 0 or -EINVAL.
  */
-static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
-			      u32 idx)
+static int remu_send_wr_check(struct remu_qp *qp, const struct ib_send_wr *wr,
+			      u32 *len)
 {
-	struct remu_send_wqe *w = remu_queue_slot_at(&qp->sq.ring, idx);
-	struct remu_sge *sge = (struct remu_sge *)(w + 1);
-	u8 *inl = (u8 *)(w + 1);
-	u32 len = 0;
 	int i;
 
 	if (!remu_opcode_ok(remu_qp_type(qp), wr->opcode))
 		return -EINVAL;
 	if (wr->num_sge < 0 || wr->num_sge > qp->sq.max_sge)
 		return -EINVAL;
-	if (wr->send_flags & IB_SEND_INLINE) {
-		for (i = 0; i < wr->num_sge; i++)
-			len += wr->sg_list[i].length;
-		if (len > qp->max_inline)
-			return -EINVAL;
-	}
+	*len = 0;
+	if (!(wr->send_flags & IB_SEND_INLINE))
+		return 0;
+	for (i = 0; i < wr->num_sge; i++)
+		*len += wr->sg_list[i].length;
+	return *len > qp->max_inline ? -EINVAL : 0;
+}
 
-	if (wr->opcode == IB_WR_REG_MR) {
-		int err = remu_fill_reg_mr(qp, reg_wr(wr),
-					   &qp->eng.kreg[idx & qp->sq.ring.mask]);
-
-		if (err)
-			return err;
-	}
-
+/* The WQE's fixed part, from @wr: flags, immediate data or key, remote VA. */
+static void remu_fill_wqe_hdr(struct remu_qp *qp, const struct ib_send_wr *wr,
+			      struct remu_send_wqe *w)
+{
 	memset(w, 0, sizeof(*w));
 	w->wr_id = wr->wr_id;
 	w->opcode = wr->opcode;
@@ -938,17 +931,31 @@ static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
 	default:
 		break;
 	}
-	if (remu_qp_type(qp) == IB_QPT_UD) {
-		struct ib_ah *ah = ud_wr(wr)->ah;
+}
 
-		if (!ah || ah->pd != qp->ib_qp.pd)
-			return -EINVAL;
-		if (ud_wr(wr)->pkey_index >= REMU_PKEY_TBL_LEN)
-			return -EINVAL;
-		w->ah_num = to_remu_ah(ah)->ah_num;
-		w->remote_qpn = ud_wr(wr)->remote_qpn;
-		w->remote_qkey = ud_wr(wr)->remote_qkey;
-	}
+/* A UD WQE's destination: an AH of the QP's PD.  Return: 0 or -EINVAL. */
+static int remu_fill_wqe_ud(struct remu_qp *qp, const struct ib_send_wr *wr,
+			    struct remu_send_wqe *w)
+{
+	struct ib_ah *ah = ud_wr(wr)->ah;
+
+	if (!ah || ah->pd != qp->ib_qp.pd)
+		return -EINVAL;
+	if (ud_wr(wr)->pkey_index >= REMU_PKEY_TBL_LEN)
+		return -EINVAL;
+	w->ah_num = to_remu_ah(ah)->ah_num;
+	w->remote_qpn = ud_wr(wr)->remote_qpn;
+	w->remote_qkey = ud_wr(wr)->remote_qkey;
+	return 0;
+}
+
+/* The WQE's data: @len inline bytes copied in, or the SGEs. */
+static void remu_fill_wqe_data(const struct ib_send_wr *wr,
+			       struct remu_send_wqe *w, u32 len)
+{
+	struct remu_sge *sge = (struct remu_sge *)(w + 1);
+	u8 *inl = (u8 *)(w + 1);
+	int i;
 
 	if (wr->send_flags & IB_SEND_INLINE) {
 		for (i = 0; i < wr->num_sge; i++) {
@@ -957,14 +964,43 @@ static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
 			inl += wr->sg_list[i].length;
 		}
 		w->inline_len = len;
-	} else {
-		for (i = 0; i < wr->num_sge; i++) {
-			sge[i].addr = wr->sg_list[i].addr;
-			sge[i].length = wr->sg_list[i].length;
-			sge[i].lkey = wr->sg_list[i].lkey;
-		}
-		w->num_sge = wr->num_sge;
+		return;
 	}
+	for (i = 0; i < wr->num_sge; i++) {
+		sge[i].addr = wr->sg_list[i].addr;
+		sge[i].length = wr->sg_list[i].length;
+		sge[i].lkey = wr->sg_list[i].lkey;
+	}
+	w->num_sge = wr->num_sge;
+}
+
+/*
+ * Build the WQE for a kernel consumer's @wr into the (kernel) slot of
+ * ring index @idx.
+ */
+static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
+			      u32 idx)
+{
+	struct remu_send_wqe *w = remu_queue_slot_at(&qp->sq.ring, idx);
+	u32 len;
+	int err;
+
+	err = remu_send_wr_check(qp, wr, &len);
+	if (err)
+		return err;
+	if (wr->opcode == IB_WR_REG_MR) {
+		err = remu_fill_reg_mr(qp, reg_wr(wr),
+				       &qp->eng.kreg[idx & qp->sq.ring.mask]);
+		if (err)
+			return err;
+	}
+	remu_fill_wqe_hdr(qp, wr, w);
+	if (remu_qp_type(qp) == IB_QPT_UD) {
+		err = remu_fill_wqe_ud(qp, wr, w);
+		if (err)
+			return err;
+	}
+	remu_fill_wqe_data(wr, w, len);
 	return 0;
 }
 
@@ -1035,6 +1071,7 @@ int remu_wq_post_recv(struct remu_wq *wq, const struct ib_recv_wr *wr)
 	struct remu_sge *sge;
 	int i;
 
+	lockdep_assert_held(&wq->prod_lock);
 	if (wr->num_sge < 0 || wr->num_sge > wq->max_sge)
 		return -EINVAL;
 	w = remu_queue_producer_slot(&wq->ring);
