@@ -534,6 +534,75 @@ static bool remu_net_loopback(struct remu_dev *rdev,
 			      const struct dst_entry *dst,
 			      struct sk_buff *skb);
 
+/* the UDP header in front of the BTH (no checksum, as RoCEv2 senders do) */
+static void remu_net_push_udp(struct sk_buff *skb, const struct remu_av *av)
+{
+	struct udphdr *uh = skb_push(skb, sizeof(*uh));
+
+	skb_reset_transport_header(skb);
+	uh->source = av->sport;
+	uh->dest = htons(REMU_ROCE_V2_PORT);
+	uh->len = htons(skb->len);
+	uh->check = 0;
+}
+
+/* the IPv4 header, DF set, its checksum left to the IP stack */
+static void remu_net_push_ip4(struct net *net, struct sk_buff *skb,
+			      const struct remu_av *av,
+			      const struct dst_entry *dst)
+{
+	struct iphdr *iph = skb_push(skb, sizeof(*iph));
+
+	skb_reset_network_header(skb);
+	iph->version = 4;
+	iph->ihl = sizeof(*iph) / 4;
+	iph->tos = av->tclass;
+	iph->tot_len = htons(skb->len);
+	iph->frag_off = htons(IP_DF);
+	iph->ttl = av->hop_limit ?: ip4_dst_hoplimit(dst);
+	iph->protocol = IPPROTO_UDP;
+	iph->check = 0;
+	iph->saddr = av->saddr.s6_addr32[3];
+	iph->daddr = av->daddr.s6_addr32[3];
+	__ip_select_ident(net, iph, 1);
+	skb->protocol = htons(ETH_P_IP);
+	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+}
+
+static void remu_net_push_ip6(struct sk_buff *skb, const struct remu_av *av,
+			      struct dst_entry *dst)
+{
+	struct ipv6hdr *ip6h = skb_push(skb, sizeof(*ip6h));
+
+	skb_reset_network_header(skb);
+	ip6_flow_hdr(ip6h, av->tclass, htonl(av->flow_label));
+	ip6h->payload_len = htons(skb->len - sizeof(*ip6h));
+	ip6h->nexthdr = IPPROTO_UDP;
+	ip6h->hop_limit = av->hop_limit ?: ip6_dst_hoplimit(dst);
+	ip6h->saddr = av->saddr;
+	ip6h->daddr = av->daddr;
+	skb->protocol = htons(ETH_P_IPV6);
+	memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
+}
+
+/*
+ * The finished packet (headers final: what the ICRC covers is on the wire
+ * now) gets its ICRC and goes to the IP stack.  Return: 0 or an errno.
+ */
+static int remu_net_out(struct net *net, struct sk_buff *skb,
+			const struct remu_bth *bth)
+{
+	__le32 icrc = cpu_to_le32(remu_icrc(skb, bth));
+	int err;
+
+	skb_store_bits(skb, skb->len - REMU_ICRC_LEN, &icrc, sizeof(icrc));
+	if (skb->protocol == htons(ETH_P_IP))
+		err = ip_local_out(net, skb->sk, skb);
+	else
+		err = ip6_local_out(net, skb->sk, skb);
+	return net_xmit_eval(err);
+}
+
 /**
  * remu_net_xmit - send a packet built on remu_net_alloc_skb()
  * @rdev: the sending device
@@ -561,8 +630,6 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 	const struct remu_bth *bth = (const struct remu_bth *)skb->data;
 	struct net *net = dev_net(rdev->ndev);
 	struct dst_entry *dst;
-	struct udphdr *uh;
-	__le32 icrc;
 	int err;
 
 	if (skb_is_nonlinear(skb))
@@ -575,60 +642,18 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 		kfree_skb(skb);
 		goto err;
 	}
-
-	uh = skb_push(skb, sizeof(*uh));
-	skb_reset_transport_header(skb);
-	uh->source = av->sport;
-	uh->dest = htons(REMU_ROCE_V2_PORT);
-	uh->len = htons(skb->len);
-	uh->check = 0;
-
-	if (av->family == AF_INET) {
-		struct iphdr *iph = skb_push(skb, sizeof(*iph));
-
-		skb_reset_network_header(skb);
-		iph->version = 4;
-		iph->ihl = sizeof(*iph) / 4;
-		iph->tos = av->tclass;
-		iph->tot_len = htons(skb->len);
-		iph->frag_off = htons(IP_DF);
-		iph->ttl = av->hop_limit ?: ip4_dst_hoplimit(dst);
-		iph->protocol = IPPROTO_UDP;
-		iph->check = 0;
-		iph->saddr = av->saddr.s6_addr32[3];
-		iph->daddr = av->daddr.s6_addr32[3];
-		__ip_select_ident(net, iph, 1);
-		skb->protocol = htons(ETH_P_IP);
-		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
-	} else {
-		struct ipv6hdr *ip6h = skb_push(skb, sizeof(*ip6h));
-
-		skb_reset_network_header(skb);
-		ip6_flow_hdr(ip6h, av->tclass, htonl(av->flow_label));
-		ip6h->payload_len = htons(skb->len - sizeof(*ip6h));
-		ip6h->nexthdr = IPPROTO_UDP;
-		ip6h->hop_limit = av->hop_limit ?: ip6_dst_hoplimit(dst);
-		ip6h->saddr = av->saddr;
-		ip6h->daddr = av->daddr;
-		skb->protocol = htons(ETH_P_IPV6);
-		memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
-	}
+	remu_net_push_udp(skb, av);
+	if (av->family == AF_INET)
+		remu_net_push_ip4(net, skb, av, dst);
+	else
+		remu_net_push_ip6(skb, av, dst);
 	skb_dst_set(skb, dst);
 	skb->dev = dst->dev;
 
 	/* never on a wire: no ICRC to compute (remu_net_loopback()) */
 	if (remu_net_loopback(rdev, dst, skb))
 		return 0;
-
-	/* the headers are final: what the ICRC covers is on the wire now */
-	icrc = cpu_to_le32(remu_icrc(skb, bth));
-	skb_store_bits(skb, skb->len - REMU_ICRC_LEN, &icrc, sizeof(icrc));
-
-	if (skb->protocol == htons(ETH_P_IP))
-		err = ip_local_out(net, skb->sk, skb);
-	else
-		err = ip6_local_out(net, skb->sk, skb);
-	err = net_xmit_eval(err);
+	err = remu_net_out(net, skb, bth);
 	if (err)
 		goto err;
 	remu_count(rdev, REMU_CNT_SENT_PKTS);
