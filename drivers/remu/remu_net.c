@@ -750,6 +750,119 @@ static void remu_rx_net(struct sk_buff *skb, struct remu_pkt *pkt)
 	}
 }
 
+/**
+ * struct remu_rx_check - a datagram going through remu_net_rx()'s checks
+ * @skb:	the datagram, data at the UDP header, then at the BTH
+ * @local:	from remu_net_loopback(): no ICRC to check
+ * @why:	the drop counter of the check that failed
+ * @info:	its opcode's entry, once the opcode is known valid
+ * @rest:	payload and pad bytes, between the headers and the ICRC
+ */
+struct remu_rx_check {
+	struct sk_buff *skb;
+	bool local;
+	enum remu_counter why;
+	const struct remu_opcode_info *info;
+	unsigned int rest;
+};
+
+/*
+ * IP and UDP: RoCEv2 carries no IPv4 options or IPv6 extension headers,
+ * and the UDP length must be the datagram's.  Leaves the data at the BTH.
+ */
+static bool remu_rx_check_udp(struct remu_rx_check *rx)
+{
+	struct sk_buff *skb = rx->skb;
+	unsigned int iplen;
+
+	iplen = skb_transport_header(skb) - skb_network_header(skb);
+	rx->why = REMU_CNT_RCVD_IP_OPTIONS;
+	if (iplen != (ip_hdr(skb)->version == 4 ? sizeof(struct iphdr) :
+						  sizeof(struct ipv6hdr)))
+		return false;
+	rx->why = REMU_CNT_RCVD_BAD_LENGTH;
+	if (ntohs(udp_hdr(skb)->len) != skb->len)
+		return false;
+	__skb_pull(skb, sizeof(struct udphdr));
+	return true;
+}
+
+/*
+ * The BTH and the ICRC, the least any packet has; the ICRC (nothing in a
+ * corrupted packet can be trusted), then the BTH's version and opcode.
+ */
+static bool remu_rx_check_bth(struct remu_rx_check *rx)
+{
+	struct sk_buff *skb = rx->skb;
+	struct remu_bth *bth;
+	__le32 wire_icrc;
+
+	rx->why = REMU_CNT_RCVD_TOO_SHORT;
+	if (skb->len < sizeof(*bth) + REMU_ICRC_LEN ||
+	    !pskb_may_pull(skb, sizeof(*bth)))
+		return false;
+	bth = (struct remu_bth *)skb->data;
+
+	rx->why = REMU_CNT_RCVD_ICRC_ERR;
+	if (!rx->local &&
+	    (skb_copy_bits(skb, skb->len - REMU_ICRC_LEN, &wire_icrc,
+			   sizeof(wire_icrc)) ||
+	     le32_to_cpu(wire_icrc) != remu_icrc(skb, bth)))
+		return false;
+
+	rx->why = REMU_CNT_RCVD_BAD_VERSION;
+	if (remu_bth_tver(bth) != REMU_BTH_TVER)
+		return false;
+	rx->why = REMU_CNT_RCVD_BAD_OPCODE;
+	rx->info = &remu_opcode[remu_bth_opcode(bth)];
+	return rx->info->flags & REMU_OP_VALID;
+}
+
+/* the opcode's headers, the payload and pad after them, the P_Key */
+static bool remu_rx_check_hdrs(struct remu_rx_check *rx)
+{
+	const struct remu_opcode_info *info = rx->info;
+	struct sk_buff *skb = rx->skb;
+	struct remu_bth *bth;
+
+	rx->why = REMU_CNT_RCVD_TOO_SHORT;
+	if (skb->len < info->length + REMU_ICRC_LEN ||
+	    !pskb_may_pull(skb, info->length))
+		return false;
+	bth = (struct remu_bth *)skb->data;	/* the head may have moved */
+
+	/* payload + pad: what lies between the headers and the ICRC */
+	rx->why = REMU_CNT_RCVD_BAD_LENGTH;
+	rx->rest = skb->len - info->length - REMU_ICRC_LEN;
+	if (remu_bth_pad(bth) > rx->rest || rx->rest % 4 ||
+	    (!(info->flags & REMU_OP_PAYLOAD) && rx->rest))
+		return false;
+
+	/* one P_Key, 0xffff (full member): the low 15 bits must match */
+	rx->why = REMU_CNT_RCVD_BAD_PKEY;
+	return (remu_bth_pkey(bth) & 0x7fff) == (REMU_DEFAULT_PKEY & 0x7fff);
+}
+
+/* the engines' view of the checked packet */
+static void remu_rx_parse(struct remu_dev *rdev, const struct remu_rx_check *rx,
+			  struct remu_pkt *pkt)
+{
+	struct sk_buff *skb = rx->skb;
+	struct remu_bth *bth = (struct remu_bth *)skb->data;
+
+	pkt->rdev = rdev;
+	pkt->ndev = skb->dev;
+	pkt->info = rx->info;
+	pkt->bth = bth;
+	pkt->opcode = remu_bth_opcode(bth);
+	pkt->pad = remu_bth_pad(bth);
+	pkt->qpn = remu_bth_qpn(bth);
+	pkt->psn = remu_bth_psn(bth);
+	pkt->hdr_len = rx->info->length;
+	pkt->paylen = rx->rest - pkt->pad;
+	remu_rx_net(skb, pkt);
+}
+
 /*
  * Validate one RoCEv2 datagram for @rdev and deliver it.  skb->data is at
  * the UDP header; the UDP stack has checked the UDP length against the IP
@@ -765,85 +878,19 @@ static void remu_rx_net(struct sk_buff *skb, struct remu_pkt *pkt)
 static void remu_net_rx(struct remu_dev *rdev, struct sk_buff *skb,
 			bool local)
 {
-	const struct remu_opcode_info *info;
-	enum remu_counter why;
-	unsigned int iplen, rest;
-	struct remu_bth *bth;
+	struct remu_rx_check rx = { .skb = skb, .local = local };
 	struct remu_pkt pkt;
-	__le32 wire_icrc;
-	u16 pkey;
 
-	/* RoCEv2 carries no IPv4 options or IPv6 extension headers */
-	iplen = skb_transport_header(skb) - skb_network_header(skb);
-	why = REMU_CNT_RCVD_IP_OPTIONS;
-	if (iplen != (ip_hdr(skb)->version == 4 ? sizeof(struct iphdr) :
-						  sizeof(struct ipv6hdr)))
-		goto drop;
-	why = REMU_CNT_RCVD_BAD_LENGTH;
-	if (ntohs(udp_hdr(skb)->len) != skb->len)
-		goto drop;
-	__skb_pull(skb, sizeof(struct udphdr));
-
-	/* the BTH and the ICRC are the least any packet has */
-	why = REMU_CNT_RCVD_TOO_SHORT;
-	if (skb->len < sizeof(*bth) + REMU_ICRC_LEN ||
-	    !pskb_may_pull(skb, sizeof(*bth)))
-		goto drop;
-	bth = (struct remu_bth *)skb->data;
-
-	why = REMU_CNT_RCVD_ICRC_ERR;
-	if (!local &&
-	    (skb_copy_bits(skb, skb->len - REMU_ICRC_LEN, &wire_icrc,
-			   sizeof(wire_icrc)) ||
-	     le32_to_cpu(wire_icrc) != remu_icrc(skb, bth)))
-		goto drop;
-
-	why = REMU_CNT_RCVD_BAD_VERSION;
-	if (remu_bth_tver(bth) != REMU_BTH_TVER)
-		goto drop;
-	why = REMU_CNT_RCVD_BAD_OPCODE;
-	info = &remu_opcode[remu_bth_opcode(bth)];
-	if (!(info->flags & REMU_OP_VALID))
-		goto drop;
-
-	why = REMU_CNT_RCVD_TOO_SHORT;
-	if (skb->len < info->length + REMU_ICRC_LEN ||
-	    !pskb_may_pull(skb, info->length))
-		goto drop;
-	bth = (struct remu_bth *)skb->data;	/* the head may have moved */
-
-	/* payload + pad: what lies between the headers and the ICRC */
-	why = REMU_CNT_RCVD_BAD_LENGTH;
-	rest = skb->len - info->length - REMU_ICRC_LEN;
-	if (remu_bth_pad(bth) > rest || rest % 4 ||
-	    (!(info->flags & REMU_OP_PAYLOAD) && rest))
-		goto drop;
-
-	/* one P_Key, 0xffff (full member): the low 15 bits must match */
-	why = REMU_CNT_RCVD_BAD_PKEY;
-	pkey = remu_bth_pkey(bth);
-	if ((pkey & 0x7fff) != (REMU_DEFAULT_PKEY & 0x7fff))
-		goto drop;
-
-	pkt.rdev = rdev;
-	pkt.ndev = skb->dev;
-	pkt.info = info;
-	pkt.bth = bth;
-	pkt.opcode = remu_bth_opcode(bth);
-	pkt.pad = remu_bth_pad(bth);
-	pkt.qpn = remu_bth_qpn(bth);
-	pkt.psn = remu_bth_psn(bth);
-	pkt.hdr_len = info->length;
-	pkt.paylen = rest - pkt.pad;
-	remu_rx_net(skb, &pkt);
-
+	if (!remu_rx_check_udp(&rx) || !remu_rx_check_bth(&rx) ||
+	    !remu_rx_check_hdrs(&rx)) {
+		remu_count(rdev, rx.why);
+		kfree_skb(skb);
+		return;
+	}
+	remu_rx_parse(rdev, &rx, &pkt);
 	remu_count(rdev, REMU_CNT_RCVD_PKTS);
-	trace_remu_pkt_recv(rdev, bth, skb->len);
+	trace_remu_pkt_recv(rdev, pkt.bth, skb->len);
 	remu_rcv(rdev, skb, &pkt);
-	return;
-drop:
-	remu_count(rdev, why);
-	kfree_skb(skb);
 }
 
 /*
