@@ -126,8 +126,7 @@ static bool remu_state_live(int s)
 /**
  * remu_eng_alloc - what the engines of an RC QP need for a modify_qp
  * @qp: the QP
- * @attr, @mask: the modify_qp's attributes, already checked
- * @cur, @next: the state before and after it
+ * @c: the modify_qp
  * @n: set to the new sets, or to NULLs where none is needed
  *
  * The responder resources: entering RTR, an empty set of
@@ -141,11 +140,13 @@ static bool remu_state_live(int s)
  *
  * Return: 0 or -ENOMEM (nothing allocated).
  */
-int remu_eng_alloc(struct remu_qp *qp, const struct ib_qp_attr *attr,
-		   int mask, int cur, int next, struct remu_eng_new *n)
+int remu_eng_alloc(struct remu_qp *qp, const struct remu_qp_change *c,
+		   struct remu_eng_new *n)
 {
-	bool live = remu_state_live(cur) && remu_state_live(next);
-	bool fresh = next == IB_QPS_RTR && cur != IB_QPS_RTR;
+	bool live = remu_state_live(c->cur) && remu_state_live(c->next);
+	bool fresh = c->next == IB_QPS_RTR && c->cur != IB_QPS_RTR;
+	const struct ib_qp_attr *attr = c->attr;
+	int mask = c->mask;
 	gfp_t gfp = qp->is_user ? GFP_KERNEL_ACCOUNT : GFP_KERNEL;
 	u32 k;
 
@@ -163,7 +164,7 @@ int remu_eng_alloc(struct remu_qp *qp, const struct ib_qp_attr *attr,
 		n->res->n = k;
 		n->res->carry = !fresh;
 	}
-	if ((cur == IB_QPS_RTR && next == IB_QPS_RTS) ||
+	if ((c->cur == IB_QPS_RTR && c->next == IB_QPS_RTS) ||
 	    (live && (mask & IB_QP_MAX_QP_RD_ATOMIC))) {
 		k = (mask & IB_QP_MAX_QP_RD_ATOMIC) ? attr->max_rd_atomic :
 						      qp->attr.max_rd_atomic;

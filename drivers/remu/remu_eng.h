@@ -374,13 +374,26 @@ static inline u32 remu_swqe_read_end(struct remu_qp_eng *e,
 int remu_eng_init(struct remu_qp *qp);
 void remu_eng_fini(struct remu_qp *qp);
 void remu_eng_modify(struct remu_qp *qp, int cur, int next);
+/**
+ * struct remu_qp_change - a modify_qp, as remu_eng_alloc() looks at it
+ * @attr, @mask: its attributes, already checked
+ * @cur, @next: the state before and after it
+ */
+struct remu_qp_change {
+	const struct ib_qp_attr *attr;
+	int mask;
+	enum ib_qp_state cur;
+	enum ib_qp_state next;
+};
+
 /* what a modify_qp gives the engines (remu_eng_alloc(), remu_eng_set()) */
 struct remu_eng_new {
 	struct remu_rd_res_set *res;
 	struct remu_rd_map_set *maps;
 };
-int remu_eng_alloc(struct remu_qp *qp, const struct ib_qp_attr *attr,
-		   int mask, int cur, int next, struct remu_eng_new *n);
+
+int remu_eng_alloc(struct remu_qp *qp, const struct remu_qp_change *c,
+		   struct remu_eng_new *n);
 void remu_eng_set(struct remu_qp *qp, struct remu_eng_new *n);
 void remu_eng_run(struct remu_qp *qp, bool caller);
 void remu_eng_doorbell(struct remu_qp *qp);

@@ -657,30 +657,30 @@ static void remu_qp_enter(struct remu_qp *qp, enum ib_qp_state cur,
 static int remu_qp_modify_locked(struct remu_qp *qp, struct ib_qp_attr *attr,
 				 int mask, bool *reset)
 {
+	struct remu_qp_change c = { .attr = attr, .mask = mask };
 	struct remu_eng_new eng_new;
-	enum ib_qp_state cur, next;
 	int err;
 
 	lockdep_assert_held(&qp->mutex);
-	cur = qp->state;
-	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur)
+	c.cur = qp->state;
+	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != c.cur)
 		return -EINVAL;
-	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
-	if (!ib_modify_qp_is_ok(cur, next, qp->ib_qp.qp_type, mask))
+	c.next = (mask & IB_QP_STATE) ? attr->qp_state : c.cur;
+	if (!ib_modify_qp_is_ok(c.cur, c.next, qp->ib_qp.qp_type, mask))
 		return -EINVAL;
 	err = remu_qp_check_attr(qp, attr, mask);
 	if (err)
 		return err;
 	/* the only allocations: before anything changes */
-	err = remu_eng_alloc(qp, attr, mask, cur, next, &eng_new);
+	err = remu_eng_alloc(qp, &c, &eng_new);
 	if (err)
 		return err;
 	remu_qp_store_attr(qp, attr, mask);
 	/* before the state: the first packet in RTR finds them */
 	remu_eng_set(qp, &eng_new);
 	if (mask & IB_QP_STATE) {
-		remu_qp_enter(qp, cur, next);
-		*reset = next == IB_QPS_RESET;
+		remu_qp_enter(qp, c.cur, c.next);
+		*reset = c.next == IB_QPS_RESET;
 	}
 	return 0;
 }
