@@ -347,7 +347,7 @@ static inline s32 remu_psn_diff(u32 a, u32 b)
 
 /* the out-of-order map of READ @sw, or NULL */
 static inline struct remu_rd_map *remu_swqe_map(struct remu_qp_eng *e,
-						 struct remu_swqe *sw)
+						struct remu_swqe *sw)
 {
 	return sw->map ? &e->maps->m[sw->map - 1] : NULL;
 }
