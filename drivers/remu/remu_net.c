@@ -462,6 +462,71 @@ int remu_net_end_ref(struct sk_buff *skb, const struct remu_pkt *pkt)
 	return 0;
 }
 
+static struct dst_entry *remu_route4(struct net *net, struct net_device *ndev,
+				     const struct remu_av *av)
+{
+	struct flowi4 fl4 = {
+		.flowi4_oif = ndev->ifindex,
+		.flowi4_proto = IPPROTO_UDP,
+		REMU_FLOWI4_TOS(av->tclass),
+		.saddr = av->saddr.s6_addr32[3],
+		.daddr = av->daddr.s6_addr32[3],
+	};
+	struct rtable *rt;
+	__be32 saddr;
+
+	if (av->dcache) {
+		local_bh_disable();
+		rt = dst_cache_get_ip4(av->dcache, &saddr);
+		local_bh_enable();
+		if (rt)
+			return &rt->dst;
+	}
+	rt = ip_route_output_key(net, &fl4);
+	if (IS_ERR(rt))
+		return ERR_CAST(rt);
+	if (av->dcache) {
+		local_bh_disable();
+		dst_cache_set_ip4(av->dcache, &rt->dst, fl4.saddr);
+		local_bh_enable();
+	}
+	return &rt->dst;
+}
+
+static struct dst_entry *remu_route6(struct net *net, struct net_device *ndev,
+				     const struct remu_av *av)
+{
+#if IS_ENABLED(CONFIG_IPV6)
+	struct flowi6 fl6 = {
+		.flowi6_oif = ndev->ifindex,
+		.flowi6_proto = IPPROTO_UDP,
+		.flowlabel = ip6_make_flowinfo(av->tclass,
+					       htonl(av->flow_label)),
+		.saddr = av->saddr,
+		.daddr = av->daddr,
+	};
+	struct dst_entry *dst;
+	struct in6_addr saddr;
+
+	if (av->dcache) {
+		local_bh_disable();
+		dst = dst_cache_get_ip6(av->dcache, &saddr);
+		local_bh_enable();
+		if (dst)
+			return dst;
+	}
+	dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+	if (!IS_ERR(dst) && av->dcache) {
+		local_bh_disable();
+		dst_cache_set_ip6(av->dcache, dst, &fl6.saddr);
+		local_bh_enable();
+	}
+	return dst;
+#else
+	return ERR_PTR(-EAFNOSUPPORT);
+#endif
+}
+
 /*
  * The route of @av, referenced: from @av->dcache when it holds one that is
  * still valid (dst_cache checks the route's generation on every get), else
@@ -470,64 +535,9 @@ int remu_net_end_ref(struct sk_buff *skb, const struct remu_pkt *pkt)
 static struct dst_entry *remu_route(struct net *net, struct net_device *ndev,
 				    const struct remu_av *av)
 {
-	if (av->family == AF_INET) {
-		struct flowi4 fl4 = {
-			.flowi4_oif = ndev->ifindex,
-			.flowi4_proto = IPPROTO_UDP,
-			REMU_FLOWI4_TOS(av->tclass),
-			.saddr = av->saddr.s6_addr32[3],
-			.daddr = av->daddr.s6_addr32[3],
-		};
-		struct rtable *rt;
-		__be32 saddr;
-
-		if (av->dcache) {
-			local_bh_disable();
-			rt = dst_cache_get_ip4(av->dcache, &saddr);
-			local_bh_enable();
-			if (rt)
-				return &rt->dst;
-		}
-		rt = ip_route_output_key(net, &fl4);
-		if (IS_ERR(rt))
-			return ERR_CAST(rt);
-		if (av->dcache) {
-			local_bh_disable();
-			dst_cache_set_ip4(av->dcache, &rt->dst, fl4.saddr);
-			local_bh_enable();
-		}
-		return &rt->dst;
-	}
-#if IS_ENABLED(CONFIG_IPV6)
-	{
-		struct flowi6 fl6 = {
-			.flowi6_oif = ndev->ifindex,
-			.flowi6_proto = IPPROTO_UDP,
-			.flowlabel = ip6_make_flowinfo(av->tclass,
-						       htonl(av->flow_label)),
-			.saddr = av->saddr,
-			.daddr = av->daddr,
-		};
-		struct dst_entry *dst;
-		struct in6_addr saddr;
-
-		if (av->dcache) {
-			local_bh_disable();
-			dst = dst_cache_get_ip6(av->dcache, &saddr);
-			local_bh_enable();
-			if (dst)
-				return dst;
-		}
-		dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
-		if (!IS_ERR(dst) && av->dcache) {
-			local_bh_disable();
-			dst_cache_set_ip6(av->dcache, dst, &fl6.saddr);
-			local_bh_enable();
-		}
-		return dst;
-	}
-#endif
-	return ERR_PTR(-EAFNOSUPPORT);
+	if (av->family == AF_INET)
+		return remu_route4(net, ndev, av);
+	return remu_route6(net, ndev, av);
 }
 
 static bool remu_net_loopback(struct remu_dev *rdev,
