@@ -407,7 +407,7 @@ void remu_req_go_back(struct remu_qp *qp, u32 psn);
 void remu_req_ask_again(struct remu_qp *qp, u32 idx);
 void remu_req_post_av(struct remu_qp *qp);
 void *remu_req_copy(struct remu_qp *qp, u32 idx);
-int remu_req_av(struct remu_qp *qp, void *av);
+int remu_req_av(struct remu_qp *qp, struct remu_av *av);
 
 /* responder */
 void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb);

@@ -46,16 +46,15 @@ void *remu_req_copy(struct remu_qp *qp, u32 idx)
 }
 
 /*
- * The QP's address vector (RC/UC), into @avp (a struct remu_av), with the
- * QP's route cache.  Only the engines' owner calls this (and so uses the
- * cache): emptying the cache here, when the path has changed since it was
- * filled, cannot race with a lookup.
+ * The QP's address vector (RC/UC), into @av, with the QP's route cache.
+ * Only the engines' owner calls this (and so uses the cache): emptying the
+ * cache here, when the path has changed since it was filled, cannot race
+ * with a lookup.
  */
-int remu_req_av(struct remu_qp *qp, void *avp)
+int remu_req_av(struct remu_qp *qp, struct remu_av *av)
 {
 	struct rdma_ah_attr attr = qp->attr.ah_attr;
 	struct remu_qp_eng *e = &qp->eng;
-	struct remu_av *av = avp;
 	struct remu_dst_key key = {};
 	int err;
 
