@@ -5,47 +5,33 @@
  *
  * Owns:
  * - one UDP tunnel socket pair (IPv4 and IPv6, port 4791) per network
- *   namespace that holds at least one remu device (struct remu_ns, on
- *   remu_ns_list).  The first device in a namespace creates it at newlink,
- *   in the namespace of its netdev; the last device's dealloc_driver
- *   frees it.  If the namespace itself goes away first, its pernet exit
- *   releases the sockets at once (its devices are on their way out too:
- *   their netdevs are unregistered right after) and the entry lives on,
- *   socketless, until its last device is gone.  If port 4791 is taken in
- *   the namespace (rdma_rxe binds it in the initial one), newlink fails
- *   with EADDRINUSE.
- * - transmit: remu_net_alloc_skb() gives the engines an skb with room for
- *   every header and the BTH laid out, and the payload in its linear part
- *   (up to 512 bytes of it in a page fragment, remu_net_skb());
- *   remu_net_alloc_skb_ref() one whose payload the engines attach by
- *   reference as page frags of the memory region, and remu_net_end_ref()
- *   appends its pad and ICRC as one more frag (tx_frag_pkts counts them
- *   at remu_net_xmit()); remu_net_xmit() routes it in the
- *   netdev's namespace (an RC/UC QP's route is kept in the QP's per-CPU
- *   dst_cache, remu_av.dcache, and looked up again only when the route
- *   is no longer valid or the path changed), adds UDP and IPv4/IPv6
- *   headers, stores the ICRC and hands it to the IP stack; or, for a
- *   local address of a remu device in the same namespace, straight to
- *   that device's receive path (remu_net_loopback(): no IP stack, no lo,
- *   no ICRC, every other receive check still made).  A remu device in
- *   another namespace is reached through the IP stack (the veth), and
- *   its packets come back in through the receive path like any packet.
- * - receive: remu_udp_encap_rcv() runs in softirq for each datagram to
- *   4791, finds the remu device (by ingress netdev, or for packets to a
- *   local address arriving on lo, by destination address), validates the
- *   packet (IP options, lengths, ICRC, BTH version, opcode, pad, P_Key),
- *   counts every drop by reason and hands a parsed struct remu_pkt to
- *   remu_rcv(), which belongs to the engines.
+ *   namespace holding a remu device (struct remu_ns, on remu_ns_list):
+ *   made by the first device's newlink in its netdev's namespace, freed
+ *   by the last device's dealloc_driver, or released at once by the
+ *   namespace's pernet exit (the entry lives on, socketless, until its
+ *   last device is gone).  With port 4791 taken (rdma_rxe binds it in the
+ *   initial namespace) newlink fails with EADDRINUSE.
+ * - transmit: packets for the engines to fill, the payload in the linear
+ *   part (remu_net_alloc_skb()) or attached by reference as page frags
+ *   (remu_net_alloc_skb_ref(), remu_net_end_ref()); remu_net_xmit()
+ *   routes in the netdev's namespace (RC/UC through the QP's per-CPU
+ *   dst_cache), adds the UDP and IP headers and the ICRC and hands the
+ *   packet to the IP stack, or, to an address of a remu device in the same
+ *   namespace, straight to that device's receive path without an ICRC
+ *   (remu_net_loopback()).
+ * - receive: remu_udp_encap_rcv() (softirq) finds the remu device (by
+ *   ingress netdev, or on lo by destination address), checks the packet
+ *   (IP options, lengths, ICRC, BTH version, opcode, pad, P_Key), counts
+ *   every drop by reason and hands a parsed struct remu_pkt to remu_rcv().
  *
  * Locking: remu_ns_lock (a mutex) protects remu_ns_list, each entry's
- * socket pointers and user count, and the device lists' writers.  The
- * receive path reads the socket's sk_user_data and the device list under
- * RCU only (the UDP stack calls encap_rcv inside rcu_read_lock); entries
- * and devices are freed only after a grace period.  remu_ns_lock nests
- * inside nothing of remu's; no rtnl_lock is taken under it.  Nothing on
- * the receive path sleeps.  The loopback path runs the receive path in
- * the sender's context, with BH off and under rcu_read_lock as in softirq;
- * the receive path never sends, so it never recurses.
+ * sockets and user count, and the device lists' writers; it nests inside
+ * nothing of remu's and no rtnl_lock is taken under it.  The receive path
+ * reads sk_user_data and the device lists under RCU only (encap_rcv runs
+ * inside rcu_read_lock); entries and devices are freed after a grace
+ * period.  Nothing on the receive path sleeps.  The loopback path runs it
+ * in the sender's context, with BH off and under rcu_read_lock as in
+ * softirq; it never sends, so it never recurses.
  */
 #include <linux/debugfs.h>
 #include <linux/if_vlan.h>

@@ -1,51 +1,34 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * remu_qp.c - queue pairs: creation with their SQ and RQ rings, the IBA
- * state machine with attribute validation, QP numbers and lookup, the
- * doorbell, kernel consumers' post_send/post_recv, and the flush of
- * posted WQEs when a QP enters the error state.
+ * remu_qp.c - queue pairs.
  *
- * Send path: a process writes send WQEs into the mmapped SQ ring and
- * rings the doorbell (a POST_SEND command with no WRs, which the core
- * turns into remu_post_send(qp, NULL)); kernel consumers' remu_post_send()
- * writes the same WQEs into a kernel ring (an IB_WR_REG_MR's MR, key and
- * rights go into the slot's kernel-only record, qp->eng.kreg, as the WQE
- * format is shared with processes).  A process's doorbell in RTS runs
- * the engines in the caller (remu_eng_doorbell(), remu_eng.c) unless
- * someone else runs them; otherwise qp->send_work is queued on remu_wq
- * and runs remu_qp_send_work().  Either runs remu_eng_run(): in ERR it
- * flushes, in RTR/RTS/SQD it runs the engines, which also process the
- * packets remu_rcv() queued.  Receive WQEs wait in the RQ ring (or the SRQ) for the responder;
- * the receive path finds a QP by number with remu_qp_get().
+ * Owns: QP creation in steps (checks; the SQ and RQ rings and the
+ * engines' state; the mmap entries; the QPN) and destruction; the IBA
+ * state machine with attribute validation; QP numbers and lookup
+ * (remu_qp_get()); the doorbell (a process's POST_SEND command with no
+ * WRs: remu_eng_doorbell() in RTS, else the work item, remu_eng.c); kernel
+ * consumers' post_send/post_recv into the same rings (a REG_MR's MR, key
+ * and rights go into the slot's kernel-only record, qp->eng.kreg, as the
+ * WQE format is shared with processes); the flush.
  *
- * Flush: entering ERR (modify_qp, or later an engine) completes every
- * WQE still in the SQ, then every WQE in the RQ, in ring order, with
- * IB_WC_WR_FLUSH_ERR into the QP's CQs; WQEs posted while in ERR are
- * flushed by the send work, which a user post_recv in ERR triggers with
- * a doorbell.  Entering RESET discards the WQEs without completions, and
- * so does destroy_qp (as on real NICs; consumers drain first); after
- * either the QP posts no CQE, and libremu takes the QP's CQEs still in
- * its CQs out of them (as mlx5's provider does).  A QP on
- * an SRQ that entered ERR raises IB_EVENT_QP_LAST_WQE_REACHED from its
- * work item (ib_drain_qp() waits for it).
+ * Flush: entering ERR (modify_qp, or an engine) completes every WQE still
+ * in the SQ, then the RQ, in ring order, with IB_WC_WR_FLUSH_ERR; WQEs
+ * posted in ERR are flushed by the work item (a user post_recv in ERR
+ * rings the doorbell for it), which on an SRQ also raises
+ * IB_EVENT_QP_LAST_WQE_REACHED (ib_drain_qp() waits for it).  RESET and
+ * destroy discard the WQEs without completions, as real NICs do; libremu
+ * then takes the QP's CQEs out of its CQs, as mlx5's provider does.
  *
  * Locking:
  *   qp->mutex            modify_qp/query_qp: state changes and qp->attr;
  *                        rdma_cm calls modify_qp under its own locks, so
  *                        nothing under it may take rtnl_lock
- *   qp->sq.prod_lock     kernel consumers' posting to the SQ, and UD
- *                        QPs' AV capture at post time (irqsave)
- *   qp->rq.prod_lock     kernel consumers' posting to the RQ (irqsave)
- *   qp->sq.cons_lock     consumer side of the SQ ring (flush, engines)
- *   qp->rq.cons_lock     consumer side of the RQ ring
+ *   qp->sq/rq.prod_lock  kernel consumers' posts, UD QPs' AV capture at
+ *                        post time (irqsave)
+ *   qp->sq/rq.cons_lock  consumer side of the rings (engines, flush)
  *   cq->lock             nests inside the cons_locks
  *   rdev->q.qp_xa lock   QPN table; remu_qp_get() takes a reference under it
- * qp->state is written under qp->mutex (and read locklessly with
- * READ_ONCE() by the post paths and the send work).  An RC QP's responder
- * resources and READ response maps are sized by its max_dest_rd_atomic and
- * max_rd_atomic: modify_qp allocates them (remu_eng_alloc()) before it
- * changes anything, and hands them to the send work, which alone frees
- * the old ones (remu_eng_set(), remu_eng.c).
+ * qp->state is written under qp->mutex and read with READ_ONCE().
  */
 #include <linux/log2.h>
 #include <rdma/ib_cache.h>
