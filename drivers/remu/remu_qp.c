@@ -23,8 +23,8 @@
  *   qp->mutex            modify_qp/query_qp: state changes and qp->attr;
  *                        rdma_cm calls modify_qp under its own locks, so
  *                        nothing under it may take rtnl_lock
- *   qp->sq/rq.prod_lock  kernel consumers' posts, UD QPs' AV capture at
- *                        post time (irqsave)
+ *   qp->sq/rq.prod_lock  kernel consumers' posts (irqsave); the SQ's also
+ *                        UD QPs' AV capture at post time
  *   qp->sq/rq.cons_lock  consumer side of the rings (engines, flush)
  *   cq->lock             nests inside the cons_locks
  *   rdev->q.qp_xa lock   QPN table; remu_qp_get() takes a reference under it
