@@ -20,7 +20,7 @@
 
 #include "remu_test.h"
 #include "remu_dmabuf_exp.h"
-#include "remu_dmabuf_exporter/remu_test_dmabuf.h"
+#include "remu_test_dmabuf/remu_test_dmabuf.h"
 
 #define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */
 #define BUF_SIZE	(256 << 10)
