@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 #include "remu_test_mr/remu_test_mr.h"
 
 #define DEV		"remu0"
