@@ -74,7 +74,7 @@ mod_unload() {	# MODULE
 	rmmod "$1" || { echo "not ok 1 teardown: rmmod $1 failed"; status=1; }
 }
 
-# each test's time goes to the log (docs/testing.md keeps the budget)
+# each test's time goes to the log (docs/testing.md: the time of a run)
 for t in "${tests[@]}"; do
 	echo "# ---- $t"
 	t0=$SECONDS
