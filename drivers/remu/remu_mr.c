@@ -552,16 +552,14 @@ struct remu_sge_op {
 };
 
 /* the one loop over an SGE list: lookup, check, then @op on each piece */
-static int remu_sge_walk(struct remu_dev *rdev, struct remu_pd *pd,
-			 const struct remu_sge *sges, int n, u64 offset,
-			 u64 len, unsigned int access,
+static int remu_sge_walk(const struct remu_sgl *sgl, u64 offset, u64 len,
 			 const struct remu_sge_op *op)
 {
 	u64 done = 0;
 	int i, err;
 
-	for (i = 0; i < n && len; i++) {
-		const struct remu_sge *sge = &sges[i];
+	for (i = 0; i < sgl->num && len; i++) {
+		const struct remu_sge *sge = &sgl->sges[i];
 		struct remu_mr *mr;
 		u64 iova, here;
 
@@ -572,10 +570,10 @@ static int remu_sge_walk(struct remu_dev *rdev, struct remu_pd *pd,
 		here = min_t(u64, len, sge->length - offset);
 		if (check_add_overflow(sge->addr, offset, &iova))
 			return -ERANGE;
-		mr = remu_mr_lookup(rdev, sge->lkey, REMU_LKEY);
+		mr = remu_mr_lookup(sgl->rdev, sge->lkey, REMU_LKEY);
 		if (!mr)
 			return -ENOENT;
-		err = remu_mr_check(mr, pd, iova, here, access);
+		err = remu_mr_check(mr, sgl->pd, iova, here, sgl->access);
 		if (!err)
 			err = op->fn(mr, iova, here, done, op);
 		remu_mr_put(mr);
@@ -594,15 +592,14 @@ static int remu_sge_op_buf(struct remu_mr *mr, u64 iova, u64 len, u64 done,
 	return remu_mr_copy(mr, iova, (u8 *)op->buf + done, len, op->dir);
 }
 
-int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
-		  const struct remu_sge *sges, int n, u64 offset, void *buf,
-		  u64 len, enum remu_copy_dir dir, unsigned int access)
+int remu_sge_copy(const struct remu_sgl *sgl, u64 offset, void *buf, u64 len,
+		  enum remu_copy_dir dir)
 {
 	struct remu_sge_op op = {
 		.fn = remu_sge_op_buf, .buf = buf, .dir = dir,
 	};
 
-	return remu_sge_walk(rdev, pd, sges, n, offset, len, access, &op);
+	return remu_sge_walk(sgl, offset, len, &op);
 }
 REMU_EXPORT_SYMBOL_NS_GPL(remu_sge_copy, REMU_TEST);
 
@@ -613,10 +610,9 @@ static int remu_sge_op_skb(struct remu_mr *mr, u64 iova, u64 len, u64 done,
 				len, op->dir);
 }
 
-int remu_sge_copy_skb(struct remu_dev *rdev, struct remu_pd *pd,
-		      const struct remu_sge *sges, int n, u64 offset,
+int remu_sge_copy_skb(const struct remu_sgl *sgl, u64 offset,
 		      struct sk_buff *skb, int skb_off, u64 len,
-		      enum remu_copy_dir dir, unsigned int access)
+		      enum remu_copy_dir dir)
 {
 	struct remu_sge_op op = {
 		.fn = remu_sge_op_skb, .skb = skb, .skb_off = skb_off,
@@ -625,7 +621,7 @@ int remu_sge_copy_skb(struct remu_dev *rdev, struct remu_pd *pd,
 
 	if (skb_off < 0 || len > skb->len || skb_off > skb->len - len)
 		return -EFAULT;
-	return remu_sge_walk(rdev, pd, sges, n, offset, len, access, &op);
+	return remu_sge_walk(sgl, offset, len, &op);
 }
 
 static int remu_sge_op_frag(struct remu_mr *mr, u64 iova, u64 len, u64 done,
@@ -634,13 +630,12 @@ static int remu_sge_op_frag(struct remu_mr *mr, u64 iova, u64 len, u64 done,
 	return remu_mr_frag_skb(mr, iova, op->skb, len);
 }
 
-int remu_sge_frag_skb(struct remu_dev *rdev, struct remu_pd *pd,
-		      const struct remu_sge *sges, int n, u64 offset,
+int remu_sge_frag_skb(const struct remu_sgl *sgl, u64 offset,
 		      struct sk_buff *skb, u64 len)
 {
 	struct remu_sge_op op = { .fn = remu_sge_op_frag, .skb = skb };
 
-	return remu_sge_walk(rdev, pd, sges, n, offset, len, 0, &op);
+	return remu_sge_walk(sgl, offset, len, &op);
 }
 
 int remu_mr_user_va(struct remu_mr *mr, u64 iova, u64 *va)

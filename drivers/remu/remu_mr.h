@@ -445,24 +445,36 @@ int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
 int remu_mr_flush(struct remu_mr *mr, u64 iova, u64 len, bool persistent);
 
 /**
- * remu_sge_copy - copy between a buffer and the memory an SGE list names
- * @rdev:	device
+ * struct remu_sgl - an SGE list with what every access through it needs
+ * @rdev:	device the lkeys belong to
  * @pd:		PD of the QP (each SGE's MR must belong to it)
  * @sges:	the list; zero-length SGEs are skipped without a key lookup
- * @n:		entries
+ * @num:	entries
+ * @access:	rights each MR must grant: IB_ACCESS_LOCAL_WRITE to scatter
+ *		into a receive WQE or a READ/atomic response, 0 to gather
+ */
+struct remu_sgl {
+	struct remu_dev *rdev;
+	struct remu_pd *pd;
+	const struct remu_sge *sges;
+	int num;
+	unsigned int access;
+};
+
+/**
+ * remu_sge_copy - copy between a buffer and the memory an SGE list names
+ * @sgl:	the list, its PD and the rights asked for
  * @offset:	bytes of the list to skip first (a message's later packets)
  * @buf:	kernel buffer
  * @len:	bytes to copy
- * @dir:	REMU_TO_MR (scatter into a receive WQE) or REMU_FROM_MR (gather)
- * @access:	rights each MR must grant (IB_ACCESS_LOCAL_WRITE to scatter)
+ * @dir:	REMU_TO_MR (scatter) or REMU_FROM_MR (gather)
  *
  * Context: process context, may sleep.
  * Return: 0; -ENOENT (bad lkey), -EPERM, -ERANGE, -EACCES, -EFAULT as
  * above; -EMSGSIZE if the list holds fewer than @offset + @len bytes.
  */
-int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
-		  const struct remu_sge *sges, int n, u64 offset, void *buf,
-		  u64 len, enum remu_copy_dir dir, unsigned int access);
+int remu_sge_copy(const struct remu_sgl *sgl, u64 offset, void *buf, u64 len,
+		  enum remu_copy_dir dir);
 
 /**
  * remu_sge_copy_skb - remu_sge_copy() to or from packet payload
@@ -471,21 +483,19 @@ int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
  * Other parameters, context and return: as remu_sge_copy(); -EFAULT also
  * if @skb is shorter than @skb_off + @len.
  */
-int remu_sge_copy_skb(struct remu_dev *rdev, struct remu_pd *pd,
-		      const struct remu_sge *sges, int n, u64 offset,
+int remu_sge_copy_skb(const struct remu_sgl *sgl, u64 offset,
 		      struct sk_buff *skb, int skb_off, u64 len,
-		      enum remu_copy_dir dir, unsigned int access);
+		      enum remu_copy_dir dir);
 
 /**
  * remu_sge_frag_skb - gather an SGE list into @skb by reference
- * @rdev, @pd, @sges, @n, @offset, @len: as remu_sge_copy() (a local read)
+ * @sgl, @offset, @len: as remu_sge_copy() (a local read: @sgl->access 0)
  * @skb:	packet being built: remu_mr_frag_skb() for each piece
  *
  * Return: as remu_sge_copy(), or -EOPNOTSUPP / -E2BIG when a piece cannot
  * be referenced (see remu_mr_frag_skb()): free @skb and copy instead.
  */
-int remu_sge_frag_skb(struct remu_dev *rdev, struct remu_pd *pd,
-		      const struct remu_sge *sges, int n, u64 offset,
+int remu_sge_frag_skb(const struct remu_sgl *sgl, u64 offset,
 		      struct sk_buff *skb, u64 len);
 
 /**

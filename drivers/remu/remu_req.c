@@ -927,9 +927,11 @@ static int remu_req_build_pkt(struct remu_qp *qp, u32 idx,
 	}
 
 	if (by_ref) {
-		err = remu_sge_frag_skb(rdev, to_remu_pd(qp->ib_qp.pd),
-					(struct remu_sge *)(w + 1), w->num_sge,
-					off, skb, plen);
+		err = remu_sge_frag_skb(&(struct remu_sgl){
+				.rdev = rdev, .pd = to_remu_pd(qp->ib_qp.pd),
+				.sges = (struct remu_sge *)(w + 1),
+				.num = w->num_sge,
+			}, off, skb, plen);
 		if (!err)
 			err = remu_net_end_ref(skb, &pkt);
 		if (err) {
@@ -945,10 +947,12 @@ static int remu_req_build_pkt(struct remu_qp *qp, u32 idx,
 		} else if (w->flags & REMU_WQE_INLINE) {
 			memcpy(buf, (u8 *)(w + 1) + off, plen);
 		} else {
-			err = remu_sge_copy(rdev, to_remu_pd(qp->ib_qp.pd),
-					    (struct remu_sge *)(w + 1),
-					    w->num_sge, off, buf, plen,
-					    REMU_FROM_MR, 0);
+			err = remu_sge_copy(&(struct remu_sgl){
+					.rdev = rdev,
+					.pd = to_remu_pd(qp->ib_qp.pd),
+					.sges = (struct remu_sge *)(w + 1),
+					.num = w->num_sge,
+				}, off, buf, plen, REMU_FROM_MR);
 			if (err) {
 				kfree_skb(skb);
 				return err;
