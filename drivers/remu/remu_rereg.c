@@ -53,11 +53,54 @@ static bool remu_mr_is_implicit(const struct remu_mr *mr)
 	return mr->kind == REMU_MR_ODP && mr->length == U64_MAX;
 }
 
-static struct ib_mr *remu_rereg(struct ib_mr *ibmr, int flags, u64 start,
-			       u64 length, u64 iova, int access,
-			       struct ib_pd *ibpd, struct ib_udata *udata)
+/**
+ * struct remu_rereg_args - what the new registration is made of
+ * @ibpd:	its PD
+ * @start:	user address
+ * @length:	bytes
+ * @iova:	iova of @start
+ * @access:	IB_ACCESS_* rights
+ */
+struct remu_rereg_args {
+	struct ib_pd *ibpd;
+	u64 start;
+	u64 length;
+	u64 iova;
+	int access;
+};
+
+/*
+ * Fill what @flags does not change in @a from @mr.  Return: 0, or
+ * -EOPNOTSUPP for an implicit ODP MR losing ON_DEMAND without a new
+ * translation.
+ */
+static int remu_rereg_keep(struct remu_mr *mr, int flags,
+			   struct remu_rereg_args *a)
 {
-	struct remu_mr *mr = to_remu_mr(ibmr);
+	if (!(flags & IB_MR_REREG_ACCESS))
+		a->access = mr->access;
+	if (!(flags & IB_MR_REREG_PD))
+		a->ibpd = mr->ib_mr.pd;
+	if (flags & IB_MR_REREG_TRANS)
+		return 0;
+	if (remu_mr_is_implicit(mr)) {
+		if (!(a->access & IB_ACCESS_ON_DEMAND))
+			return -EOPNOTSUPP;
+		a->start = 0;
+		a->length = U64_MAX;
+		a->iova = 0;
+	} else {
+		a->start = mr->umem->address;
+		a->length = mr->length;
+		a->iova = mr->iova;
+	}
+	return 0;
+}
+
+static struct ib_mr *remu_rereg(struct remu_mr *mr, int flags,
+				struct remu_rereg_args *a,
+				struct ib_udata *udata)
+{
 	struct ib_mr *new;
 	int err;
 
@@ -67,28 +110,14 @@ static struct ib_mr *remu_rereg(struct ib_mr *ibmr, int flags, u64 start,
 		return ERR_PTR(-EINVAL);
 	if (atomic_read(&mr->num_mw))
 		return ERR_PTR(-EBUSY);
-	err = ib_umem_check_rereg(mr->umem, flags, access);
+	err = ib_umem_check_rereg(mr->umem, flags, a->access);
+	if (!err)
+		err = remu_rereg_keep(mr, flags, a);
 	if (err)
 		return ERR_PTR(err);
 
-	if (!(flags & IB_MR_REREG_ACCESS))
-		access = mr->access;
-	if (!(flags & IB_MR_REREG_PD))
-		ibpd = ibmr->pd;
-	if (!(flags & IB_MR_REREG_TRANS)) {
-		if (remu_mr_is_implicit(mr)) {
-			if (!(access & IB_ACCESS_ON_DEMAND))
-				return ERR_PTR(-EOPNOTSUPP);
-			start = 0;
-			length = U64_MAX;
-			iova = 0;
-		} else {
-			start = mr->umem->address;
-			length = mr->length;
-			iova = mr->iova;
-		}
-	}
-	new = remu_reg_user_mr(ibpd, start, length, iova, access, udata);
+	new = remu_reg_user_mr(a->ibpd, a->start, a->length, a->iova,
+			       a->access, udata);
 	if (IS_ERR(new))
 		return new;
 	err = remu_mr_replace(mr, to_remu_mr(new));
@@ -117,8 +146,11 @@ struct ib_mr *remu_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 				 u64 length, u64 iova, int access,
 				 struct ib_pd *ibpd, struct ib_udata *udata)
 {
-	struct ib_mr *new = remu_rereg(ibmr, flags, start, length, iova, access,
-				       ibpd, udata);
+	struct remu_rereg_args a = {
+		.ibpd = ibpd, .start = start, .length = length, .iova = iova,
+		.access = access,
+	};
+	struct ib_mr *new = remu_rereg(to_remu_mr(ibmr), flags, &a, udata);
 
 	trace_remu_mr_rereg(to_remu_mr(ibmr), flags, new);
 	return new;
