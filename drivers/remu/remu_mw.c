@@ -59,7 +59,7 @@
  * @rcu:	for kfree_rcu
  */
 struct remu_window {
-	spinlock_t lock;
+	spinlock_t lock;	/* the bind state (see above) */
 	struct remu_pd *pd;
 	enum ib_mw_type type;
 	u32 index;
@@ -167,6 +167,7 @@ static int remu_mw_check_mr(struct remu_mr *mr, struct remu_pd *pd,
 static int remu_mw_may_bind(struct remu_window *win, struct remu_pd *pd,
 			    const struct remu_mw_bind *b)
 {
+	lockdep_assert_held(&win->lock);
 	if (win->dead)
 		return -EINVAL;
 	if (win->pd != pd)

@@ -76,7 +76,7 @@
 
 /* implicit ODP: the address space in children of 2 MiB */
 #define REMU_ODP_CHILD_SHIFT	21
-#define REMU_ODP_CHILD_SIZE	(1UL << REMU_ODP_CHILD_SHIFT)
+#define REMU_ODP_CHILD_SIZE	BIT(REMU_ODP_CHILD_SHIFT)
 
 /**
  * struct remu_odp_implicit - the children of an implicit ODP MR
@@ -86,7 +86,7 @@
  */
 struct remu_odp_implicit {
 	struct xarray children;
-	struct mutex lock;
+	struct mutex lock;	/* serialises creating children */
 	struct mm_struct *mm;
 };
 
@@ -192,6 +192,7 @@ static void remu_odp_unmap(struct remu_mr *mr, struct remu_mr_seg *seg)
 {
 	struct ib_umem_odp *odp = seg->priv;
 
+	lockdep_assert_held(&odp->umem_mutex);
 	mutex_unlock(&odp->umem_mutex);
 }
 

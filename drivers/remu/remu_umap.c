@@ -57,7 +57,7 @@
  */
 struct remu_umap {
 	struct kref ref;
-	struct mutex lock;
+	struct mutex lock;	/* see the file comment */
 	struct list_head vmas;
 	struct page *dead;
 	bool gone;
@@ -112,19 +112,22 @@ void remu_umap_put(struct remu_umap *um)
 /* drop a mapping's entry reference; under um->lock */
 static void remu_vma_drop_entry(struct remu_vma *rv)
 {
+	lockdep_assert_held(&rv->umap->lock);
 	if (rv->me) {
 		rdma_user_mmap_entry_put(&rv->me->rdma);
 		rv->me = NULL;
 	}
 }
 
-/* start tracking @vma as a mapping of @me (reference passed in); locked */
+/* track @vma as a mapping of @me (reference passed in); under um->lock */
 static struct remu_vma *remu_vma_track(struct remu_umap *um,
 				       struct vm_area_struct *vma,
 				       struct remu_mmap_entry *me)
 {
-	struct remu_vma *rv = kzalloc(sizeof(*rv), GFP_KERNEL);
+	struct remu_vma *rv;
 
+	lockdep_assert_held(&um->lock);
+	rv = kzalloc(sizeof(*rv), GFP_KERNEL);
 	if (!rv)
 		return NULL;
 	rv->vma = vma;
@@ -252,6 +255,7 @@ int remu_umap_map(struct remu_umap *um, struct vm_area_struct *vma,
 	unsigned long off, len = vma->vm_end - vma->vm_start;
 	int err = 0;
 
+	mmap_assert_write_locked(vma->vm_mm);
 	mutex_lock(&um->lock);
 	if (um->gone) {
 		err = -EIO;
@@ -283,12 +287,13 @@ out:
 /*
  * Find a process whose mappings are not zapped yet and pin its mm; drop the
  * entries of mappings whose process is exiting (exit_mmap() unmaps them
- * soon, and nothing runs in that address space any more).
+ * soon, and nothing runs in that address space any more).  Under um->lock.
  */
 static struct mm_struct *remu_umap_next_mm(struct remu_umap *um)
 {
 	struct remu_vma *rv;
 
+	lockdep_assert_held(&um->lock);
 	list_for_each_entry(rv, &um->vmas, node) {
 		if (!rv->me)
 			continue;
