@@ -62,7 +62,7 @@ struct ib_device *remu_compat_get_by_name(const char *name,
 	mutex_unlock(&remu_dev_lock);
 	return found;
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_compat_get_by_name, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_compat_get_by_name, REMU_TEST_NS);
 #endif
 
 /*

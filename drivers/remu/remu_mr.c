@@ -337,6 +337,11 @@ struct remu_mr *remu_mr_lookup(struct remu_dev *rdev, u32 key,
 
 	rcu_read_lock();
 	mr = xa_load(&rdev->mrs.xa, remu_key_index(key));
+	/*
+	 * acquire: pairs with the cmpxchg() to VALID in remu_mr_fast_reg()
+	 * and remu_mkey_umr_one() (the range and rights are seen with it);
+	 * other MRs are VALID before xa_store() publishes them
+	 */
 	while (mr && (smp_load_acquire(&mr->state) != REMU_MR_VALID ||
 		      READ_ONCE(mr->key) != key ||
 		      !refcount_inc_not_zero(&mr->refs))) {
@@ -353,14 +358,14 @@ struct remu_mr *remu_mr_lookup(struct remu_dev *rdev, u32 key,
 	rcu_read_unlock();
 	return mr;
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_lookup, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_lookup, REMU_TEST_NS);
 
 void remu_mr_put(struct remu_mr *mr)
 {
 	if (refcount_dec_and_test(&mr->refs))
 		complete(&mr->done);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_put, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_put, REMU_TEST_NS);
 
 int remu_mr_check_depth(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
 			u64 len, unsigned int access, unsigned int depth)
@@ -382,7 +387,7 @@ int remu_mr_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova, u64 len,
 {
 	return remu_mr_check_depth(mr, pd, iova, len, access, 0);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_check, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_check, REMU_TEST_NS);
 
 int remu_mr_copy(struct remu_mr *mr, u64 iova, void *buf, u64 len,
 		 enum remu_copy_dir dir)
@@ -390,7 +395,7 @@ int remu_mr_copy(struct remu_mr *mr, u64 iova, void *buf, u64 len,
 	return remu_mr_walk(mr, iova, len, dir == REMU_TO_MR, remu_seg_buf,
 			    buf);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_copy, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_copy, REMU_TEST_NS);
 
 int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 		     int skb_off, u64 len, enum remu_copy_dir dir)
@@ -402,7 +407,7 @@ int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 	return remu_mr_walk(mr, iova, len, dir == REMU_TO_MR, remu_seg_skb,
 			    &pos);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_copy_skb, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_copy_skb, REMU_TEST_NS);
 
 /*
  * Backings whose pages may be handed to the network stack by reference:
@@ -515,7 +520,7 @@ out:
 	remu_mr_unmap_seg(mr, &seg);
 	return err;
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_atomic, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_atomic, REMU_TEST_NS);
 
 static int remu_seg_wb_pmem(void *kaddr, unsigned int n, u64 done,
 			    bool write, void *arg)
@@ -537,6 +542,11 @@ int remu_mr_flush(struct remu_mr *mr, u64 iova, u64 len, bool persistent)
 	if (persistent)
 		err = remu_mr_walk(mr, iova, len, false, remu_seg_wb_pmem,
 				   NULL);
+	/*
+	 * the placements before the FLUSH response that reports them: pairs
+	 * with the requester's completion of the FLUSH (the response's
+	 * arrival), after which its consumer reads the memory
+	 */
 	smp_mb();
 	return err;
 }
@@ -601,7 +611,7 @@ int remu_sge_copy(const struct remu_sgl *sgl, u64 offset, void *buf, u64 len,
 
 	return remu_sge_walk(sgl, offset, len, &op);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_sge_copy, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_sge_copy, REMU_TEST_NS);
 
 static int remu_sge_op_skb(struct remu_mr *mr, u64 iova, u64 len, u64 done,
 			   const struct remu_sge_op *op)
@@ -671,7 +681,7 @@ int remu_mr_fast_reg(struct remu_mr *mr, u32 key, unsigned int access,
 		return -EINVAL;
 	return 0;
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_fast_reg, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_fast_reg, REMU_TEST_NS);
 
 int remu_mr_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key)
 {
@@ -694,7 +704,7 @@ int remu_mr_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key)
 	rcu_read_unlock();
 	return err;
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_invalidate, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_invalidate, REMU_TEST_NS);
 
 struct remu_dev *remu_dev_of(struct ib_device *ibdev)
 {
@@ -702,7 +712,7 @@ struct remu_dev *remu_dev_of(struct ib_device *ibdev)
 		return NULL;
 	return to_remu_dev(ibdev);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_dev_of, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_dev_of, REMU_TEST_NS);
 
 /* ---- key table ---- */
 

@@ -668,8 +668,10 @@ int remu_dealloc_mw(struct ib_mw *ibmw);
 void remu_mw_dev_init(struct remu_dev *rdev);
 void remu_mw_dev_fini(struct remu_dev *rdev);
 
-/* remu_mr.c, for remu_mw.c: count a window bound to @mr, unless @mr is
- * being deregistered (false); and uncount it */
+/*
+ * remu_mr.c, for remu_mw.c: count a window bound to @mr, unless @mr is
+ * being deregistered (false); and uncount it
+ */
 bool remu_mr_mw_get(struct remu_mr *mr);
 void remu_mr_mw_put(struct remu_mr *mr);
 
