@@ -1,57 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * remu_mcast.c - UD multicast: the device's multicast groups, the QPs
- * attached to each, the IP multicast membership every group holds on the
- * device's netdev, and the delivery of a received multicast packet to
- * each attached QP (docs/multicast.md).
+ * remu_mcast.c - UD multicast (docs/multicast.md).
  *
- * Owns struct remu_mcast, one per device (rdev->mcast): a hash table of
- * groups (struct remu_mcg, keyed by MGID), each with the list of its
- * attachments (struct remu_mca, one per attached QP).  A group lives
- * while a QP is attached to it.  The first attach creates it and makes
- * the netdev a member of the IP group the MGID names, in the netdev's
- * namespace: an IPv4-mapped MGID (::ffff:a.b.c.d) joins the IPv4 group
- * (IGMP), any other the IPv6 group (MLD); the last detach leaves it and
- * frees the group.  The membership is the netdev's own, counted with any
- * other user of the same group (the RDMA CM joins IPv4 groups the same
- * way), so it disappears with the netdev if that goes first.
+ * Owns struct remu_mcast, one per device: a hash table of groups (struct
+ * remu_mcg, by MGID), each with its attached QPs (struct remu_mca).  The
+ * first attach creates a group and makes the netdev a member of the IP
+ * group the MGID names (IPv4-mapped: IGMP, else MLD), counted with the
+ * netdev's other users of it; the last detach leaves it and frees the
+ * group.  The rules are mlx5's: UD QPs and multicast MGIDs only (EINVAL),
+ * the REMU_MAX_MCAST_* limits (ENOMEM), a second attach of a QP counts
+ * (the core detaches each one), a stray detach is EINVAL.
  *
- * The rules, mlx5's (the core checks the first ones before remu sees the
- * call): UD QPs only, a multicast MGID only (EINVAL); at most
- * REMU_MAX_MCAST_GRP groups, REMU_MAX_MCAST_QP_ATTACH QPs per group and
- * REMU_MAX_TOTAL_MCAST_QP_ATTACH attachments per device (ENOMEM);
- * attaching a QP that is attached already succeeds and only counts
- * the attach (the core counts every successful attach in qp->usecnt and
- * detaches each one: the QP stays attached until the last detach);
- * detaching one that is not attached is EINVAL.  A process's double
- * attach and stray detach never get here: uverbs answers them itself,
- * and it refuses to destroy an attached QP (EBUSY, as the core does for
- * kernel QPs through qp->usecnt), detaching everything first only when
- * the process goes away or the device is removed under it.
- *
- * Receive: remu_mcast_rcv() gets every packet to QPN 0xffffff from
- * remu_rcv(); a multicast destination address that names a group hands
- * one copy to each attached QP (skb_clone, the last QP gets the
- * original) through remu_rcv_qp(); the responder then checks each QP's
- * Q_Key on its own copy.  Counted: rcvd_mcast_pkts once per packet that
- * found a group, rcvd_mcast_no_qp for one that found none, rcvd_no_mem
- * for a copy that could not be made.  A QP created
- * with IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK gets no copy of what it sent
- * itself (the IP stack loops a packet back to the sending netdev when
- * the netdev is a member of the group; every other attached QP of the
- * device receives it, as on mlx5).
+ * Receive: remu_mcast_rcv() hands a packet to QPN 0xffffff for a group's
+ * address to each attached QP (skb_clone, the last QP gets the original)
+ * through remu_rcv_qp(), except to a QP created with
+ * IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK that sent it.
  *
  * Locking:
  *   mc->lock (mutex)  attach and detach: the table, the lists' writers
  *                     and the counts (teardown, at dealloc_driver, runs
  *                     alone).  rtnl_lock nests inside it (the IP join
- *                     and leave); neither is ever taken under qp->mutex.
+ *                     and leave); neither is taken under qp->mutex.
  *   RCU               the receive path (softirq, inside the UDP stack's
- *                     rcu_read_lock) walks the table and the lists.  A
- *                     detach unlinks and waits for a grace period before
- *                     it returns, so no receive path holds the QP of a
- *                     detached attachment when the core may destroy the
- *                     QP; the hand-off itself takes qp->ref.
+ *                     rcu_read_lock) walks the table and the lists; a
+ *                     detach waits for a grace period before it returns,
+ *                     so no receive path still holds a detached QP when
+ *                     the core destroys it; the hand-off takes qp->ref.
  */
 #include <linux/hashtable.h>
 #include <linux/igmp.h>

@@ -1,34 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * remu_mr.c - memory regions and the MR access layer (remu's software MMU).
+ * remu_mr.c - memory regions and the MR access layer (remu's software MMU;
+ * the contract, errnos and lifetime rules are in remu_mr.h).
  *
  * Owns: the per-device key table (struct remu_mr_table; memory windows
- * share its index space, see remu_mw.c), the MR verbs
- * (get_dma_mr, reg_user_mr, alloc_mr, map_mr_sg, dereg_mr), fast
- * registration and invalidation for the engines (remu_mr_fast_reg,
- * remu_mr_invalidate), and every access to MR memory: lookup, check, copy
- * to/from buffers and skbs, atomics, SGE lists, and the process address
- * of a host-memory MR's iova for inline receive.  The contract, the error
- * numbers and the lifetime rules are documented in remu_mr.h.
+ * share its index space), the MR verbs (get_dma_mr, reg_user_mr,
+ * alloc_mr, map_mr_sg, dereg_mr, reg_dm_mr), fast registration and
+ * invalidation for the engines, and every access to MR memory: lookup,
+ * check, copies to and from buffers and skbs, page frags, atomics, FLUSH
+ * and SGE lists.  The KERNEL, UMEM and FAST_REG backings are here; ODP,
+ * DM, dma-buf and indirect keys plug in through their backing ops
+ * (remu_odp.c, remu_dm.c, remu_dmabuf.c, remu_mkey.c).
  *
- * Backings: REMU_MR_KERNEL (kernel linear map), REMU_MR_UMEM (pinned user
- * pages from ib_umem_get), REMU_MR_FAST_REG (map_mr_sg page list, or any
- * entries for IB_MR_TYPE_SG_GAPS) and
- * REMU_MR_DM (device memory; its ops are in remu_dm.c) here; REMU_MR_ODP
- * (on-demand paging) in remu_odp.c, which answers -EAGAIN.  Each
- * translates "byte offset in the MR" to a segment through its
- * remu_mr_backing_ops.  ->map() may return -EAGAIN ("translation missing,
- * fault it in and retry"); remu_mr_map_seg() handles that for every caller
- * although none of these three backings returns it yet: ODP and dma-buf
- * will plug in here without touching the copy loops.
- *
- * Locking (see remu_mr.h for the full rules):
- *  - key table: xa_lock for insert/erase, RCU for lookup, kfree_rcu to free;
- *  - MR lifetime: refcount (owner + accesses in flight) and a completion
- *    that deregistration waits on before releasing the backing;
- *  - state: cmpxchg transitions FREE <-> VALID, xchg to ZOMBIE at dereg;
- *  - atomics: rdev->mrs.atomic_lock (BH-safe spinlock) around the
- *    read-modify-write only; never held across ->map() or a copy.
+ * Locking: xa_lock for inserting and erasing keys, RCU for lookups; MR
+ * lifetime by refcount and a completion; state transitions by cmpxchg
+ * (FREE <-> VALID) and xchg (ZOMBIE); rdev->mrs.atomic_lock around an
+ * atomic's read-modify-write only, never across ->map() or a copy.
  */
 #include <linux/highmem.h>
 #include <linux/ioport.h>

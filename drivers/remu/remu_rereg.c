@@ -2,42 +2,27 @@
 /*
  * remu_rereg.c - ibv_rereg_mr (ib_device_ops.rereg_user_mr).
  *
- * Owns: the decision what a re-registration becomes.  remu never changes
- * an MR in place: every successful rereg_user_mr builds a complete new MR
- * (through remu_reg_user_mr(), so pinned, explicit ODP and implicit ODP
- * MRs come out exactly as a fresh registration would) from the old MR's
- * parameters with the requested ones substituted, gives it the old MR's
- * key (remu_mr_replace()) and returns it.  The core then puts the new MR
- * in the old one's uobject and deregisters the old MR (remu_dereg_mr()),
- * which waits for every access in flight on it to call remu_mr_put()
- * before the old backing is released.  So:
- *  - the lkey and rkey stay the same for every flag combination, as
- *    mlx5 (which changes the mkey in place where it can) and rxe (PD and
- *    access only, in place) keep them: a peer holding the rkey from before
- *    reaches the new range with the new rights, through a QP of the new
- *    PD (docs/compatibility.md);
- *  - a lookup of the key at any moment finds the old or the new MR, never
- *    neither; work in flight on the old translation completes on the old
- *    memory before ibv_rereg_mr() returns, work that looks the key up
- *    later is checked against the new range, PD and rights; the device
- *    never touches the old range through this MR after the return;
- *  - on any error nothing has changed: the old MR stays valid with its
- *    keys, PD, rights and range (stronger than IBV_REREG_MR_ERR_CMD's
- *    "MR shouldn't be used").
+ * Owns: what a re-registration becomes.  remu never changes an MR in
+ * place: a successful rereg builds a complete new MR with remu_reg_user_mr()
+ * (so pinned, explicit and implicit ODP MRs come out as a fresh
+ * registration would) from the old MR's parameters with the requested
+ * ones substituted, gives it the old MR's key (remu_mr_replace()) and
+ * returns it; the core then deregisters the old MR, which waits for the
+ * accesses in flight on it.  So the keys stay the same for every flag
+ * combination (as on mlx5 and rxe; docs/compatibility.md), a lookup
+ * finds the old or the new MR and never neither, and on any error the old
+ * MR is unchanged (stronger than IBV_REREG_MR_ERR_CMD's "MR shouldn't be
+ * used").
  *
- * What is refused: flags other than TRANS/PD/ACCESS (-EOPNOTSUPP), MRs
- * that are not user MRs (kernel, fast-reg; the core refuses DM MRs with
- * -EINVAL before calling here), MRs with memory windows bound (-EBUSY),
- * adding write rights to a pinned or ODP MR without a new translation
- * when its pages were taken read-only (-EACCES, ib_umem_check_rereg(), as
- * mlx5), and an implicit ODP MR losing IBV_ACCESS_ON_DEMAND without a new
- * translation (-EOPNOTSUPP, as mlx5).  An implicit ODP MR re-registered
- * without CHANGE_TRANSLATION stays implicit (a new implicit MR); with it,
- * it becomes whatever the new range asks for.
+ * Refused as mlx5 refuses them: flags other than TRANS/PD/ACCESS
+ * (-EOPNOTSUPP), MRs that are not user MRs (-EINVAL), MRs with windows
+ * bound (-EBUSY), write rights added without a new translation to pages
+ * pinned read-only (-EACCES, ib_umem_check_rereg()), and an implicit ODP
+ * MR losing ON_DEMAND without a new translation (-EOPNOTSUPP).
  *
  * Locking: none of its own.  The core holds the MR's uobject for writing,
  * so no other verb on this MR runs concurrently; the data path is kept
- * safe by the MR access layer's reference/done protocol (remu_mr.h).
+ * safe by the access layer's reference/done protocol (remu_mr.h).
  */
 #include <rdma/ib_umem.h>
 
