@@ -248,9 +248,9 @@ static inline u64 remu_odp_access(struct ib_umem_odp *odp, unsigned long va)
 }
 #endif
 /*
- * remu_odp_take_range - take [@start, @end) of @odp away from the device, under
- * umem_mutex, as an invalidation must; return how many PAGE_SIZE pages
- * were mapped there.  Before 6.16 ib_umem_odp_unmap_dma_pages() does it
+ * remu_odp_take_range - take [@start, @end) of @odp away from the device,
+ * under umem_mutex, as an invalidation must; return how many PAGE_SIZE
+ * pages were mapped there.  Before 6.16 ib_umem_odp_unmap_dma_pages() does it
  * all, and odp->npages counts the device pages mapped.  Since then that
  * function serves DMA-mapped entries only: for a device without DMA
  * (ib_uses_virt_dma(), remu) the core never counts the pages it faults in,
@@ -266,6 +266,7 @@ static inline u64 remu_odp_take_range(struct ib_umem_odp *odp, u64 start,
 {
 	int before = odp->npages;
 
+	lockdep_assert_held(&odp->umem_mutex);
 	ib_umem_odp_unmap_dma_pages(odp, start, end);
 	return (u64)(before - odp->npages) << (odp->page_shift - PAGE_SHIFT);
 }
