@@ -530,9 +530,9 @@ int remu_mr_flush(struct remu_mr *mr, u64 iova, u64 len, bool persistent)
 		err = remu_mr_walk(mr, iova, len, false, remu_seg_wb_pmem,
 				   NULL);
 	/*
-	 * the placements before the FLUSH response that reports them: pairs
-	 * with the requester's completion of the FLUSH (the response's
-	 * arrival), after which its consumer reads the memory
+	 * every placement before the response that reports it; the other
+	 * side is the requester completing the FLUSH (its CQE's release),
+	 * after which the consumer reads the memory
 	 */
 	smp_mb();
 	return err;
