@@ -467,11 +467,13 @@ static int remu_comp_read_resp(struct remu_qp *qp, u32 idx,
 	}
 	/* straight from the skb, linear part and page frags alike */
 	if (cb->paylen)
-		err = remu_sge_copy_skb(qp->rdev, to_remu_pd(qp->ib_qp.pd),
-					(struct remu_sge *)(w + 1), w->num_sge,
-					(u64)k * e->mtu, skb, cb->hdr_len,
-					cb->paylen, REMU_TO_MR,
-					IB_ACCESS_LOCAL_WRITE);
+		err = remu_sge_copy_skb(&(struct remu_sgl){
+				.rdev = qp->rdev, .pd = to_remu_pd(qp->ib_qp.pd),
+				.sges = (struct remu_sge *)(w + 1),
+				.num = w->num_sge,
+				.access = IB_ACCESS_LOCAL_WRITE,
+			}, (u64)k * e->mtu, skb, cb->hdr_len, cb->paylen,
+			REMU_TO_MR);
 	if (err)
 		return err == -EMSGSIZE ? IB_WC_LOC_LEN_ERR :
 					  IB_WC_LOC_PROT_ERR;
@@ -685,9 +687,11 @@ void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
 			remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
 			goto drop;
 		}
-		if (remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd),
-				  (struct remu_sge *)(w + 1), w->num_sge, 0,
-				  &orig, 8, REMU_TO_MR, IB_ACCESS_LOCAL_WRITE)) {
+		if (remu_sge_copy(&(struct remu_sgl){
+				qp->rdev, to_remu_pd(qp->ib_qp.pd),
+				(struct remu_sge *)(w + 1), w->num_sge,
+				IB_ACCESS_LOCAL_WRITE,
+			}, 0, &orig, 8, REMU_TO_MR)) {
 			remu_comp_fail(qp, IB_WC_LOC_PROT_ERR);
 			goto drop;
 		}

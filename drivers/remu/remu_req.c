@@ -447,13 +447,17 @@ static int remu_req_pkt_payload(struct remu_req_pkt *p)
 {
 	struct remu_send_wqe *w = p->w;
 	struct remu_qp *qp = p->qp;
+	struct remu_sgl sgl = {
+		.rdev = qp->rdev,
+		.pd = to_remu_pd(qp->ib_qp.pd),
+		.sges = (struct remu_sge *)(w + 1),
+		.num = w->num_sge,
+	};
 	u8 *buf;
 	int err;
 
 	if (p->by_ref) {
-		err = remu_sge_frag_skb(qp->rdev, to_remu_pd(qp->ib_qp.pd),
-					(struct remu_sge *)(w + 1), w->num_sge,
-					p->off, p->skb, p->plen);
+		err = remu_sge_frag_skb(&sgl, p->off, p->skb, p->plen);
 		if (!err)
 			err = remu_net_end_ref(p->skb, &p->pkt);
 		return err;
@@ -470,9 +474,7 @@ static int remu_req_pkt_payload(struct remu_req_pkt *p)
 		memcpy(buf, (u8 *)(w + 1) + p->off, p->plen);
 		return 0;
 	}
-	return remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd),
-			     (struct remu_sge *)(w + 1), w->num_sge, p->off,
-			     buf, p->plen, REMU_FROM_MR, 0);
+	return remu_sge_copy(&sgl, p->off, buf, p->plen, REMU_FROM_MR);
 }
 
 static bool remu_is_send(u32 op)

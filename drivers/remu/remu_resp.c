@@ -306,9 +306,11 @@ static int remu_resp_scatter(struct remu_qp *qp, const void *buf, u32 len)
 
 	if (!len)
 		return 0;
-	err = remu_sge_copy(qp->rdev, to_remu_pd(qp->ib_qp.pd), e->rsge,
-			    e->rwqe.num_sge, e->roff, (void *)buf, len,
-			    REMU_TO_MR, IB_ACCESS_LOCAL_WRITE);
+	err = remu_sge_copy(&(struct remu_sgl){
+			.rdev = qp->rdev, .pd = to_remu_pd(qp->ib_qp.pd),
+			.sges = e->rsge, .num = e->rwqe.num_sge,
+			.access = IB_ACCESS_LOCAL_WRITE,
+		}, e->roff, (void *)buf, len, REMU_TO_MR);
 	if (!err)
 		e->roff += len;
 	return err;
@@ -348,12 +350,13 @@ static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
 		if (err)
 			goto err;
 		if (cb->paylen)
-			err = remu_sge_copy_skb(qp->rdev,
-						to_remu_pd(qp->ib_qp.pd),
-						e->rsge, e->rwqe.num_sge,
-						e->roff, skb, cb->hdr_len,
-						cb->paylen, REMU_TO_MR,
-						IB_ACCESS_LOCAL_WRITE);
+			err = remu_sge_copy_skb(&(struct remu_sgl){
+					.rdev = qp->rdev,
+					.pd = to_remu_pd(qp->ib_qp.pd),
+					.sges = e->rsge, .num = e->rwqe.num_sge,
+					.access = IB_ACCESS_LOCAL_WRITE,
+				}, e->roff, skb, cb->hdr_len, cb->paylen,
+				REMU_TO_MR);
 		if (err)
 			goto err;
 		e->roff += cb->paylen;
