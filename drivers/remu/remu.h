@@ -187,6 +187,15 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 int remu_dealloc_dm(struct ib_dm *ibdm, struct uverbs_attr_bundle *attrs);
 void remu_dm_mr_init(struct remu_mr *mr, struct ib_dm *ibdm, u64 offset,
 		     u64 length);
+struct remu_dm *remu_dm_export_pages(struct ib_dm *ibdm, phys_addr_t *phys,
+				     size_t *size);
+int remu_dm_export_publish(struct remu_dm *dm, struct list_head *node);
+void remu_dm_export_drop(struct remu_dm *dm, struct list_head *node);
+u64 remu_dm_mmap_offset(struct remu_dm *dm);
+
+/* remu_dmabuf_export.c: device memory exported as a dma-buf */
+extern const struct uapi_definition remu_dmabuf_export_defs[];
+void remu_dmabuf_export_revoke(struct list_head *node);
 
 /* remu_mcast.c */
 int remu_mcast_dev_init(struct remu_dev *rdev);

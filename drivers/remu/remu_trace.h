@@ -516,6 +516,75 @@ DEFINE_EVENT(remu_dmabuf_class, remu_dmabuf_remap,
 		 u32 key, int ret),
 	TP_ARGS(ibdev, dmabuf, key, ret));
 
+/* ---- device memory exported as a dma-buf ---- */
+
+/*
+ * @ino names the exported dma-buf (0 when the export failed before it
+ * existed), @mmap_off the DM allocation (as the remu_dm_* events name it);
+ * @val is per event.
+ */
+DECLARE_EVENT_CLASS(remu_dmabuf_exp_class,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret),
+	TP_STRUCT__entry(
+		REMU_TRACE_DEV_FIELD
+		__field(u64, ino)
+		__field(u64, mmap_off)
+		__field(u64, val)
+		__field(int, ret)
+	),
+	TP_fast_assign(
+		REMU_TRACE_DEV_ASSIGN(ibdev);
+		__entry->ino = dmabuf ? file_inode(dmabuf->file)->i_ino : 0;
+		__entry->mmap_off = mmap_off;
+		__entry->val = val;
+		__entry->ret = ret;
+	),
+	TP_printk("dev=%s ino=%llu mmap_off=0x%llx val=0x%llx ret=%d",
+		  __entry->dev, __entry->ino, __entry->mmap_off, __entry->val,
+		  __entry->ret)
+);
+
+/* a DM exported: @val its size, @ret the new fd or -errno */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_export,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
+/* an importer attaches: @val 1 if it takes peer-to-peer addresses */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_exp_attach,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
+/* an importer maps it: @val the DMA address it got (@ret 0 or -errno) */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_exp_map,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
+/* an importer unmaps it: @val the DMA address */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_exp_unmap,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
+/*
+ * The DM was freed (ibv_free_dm, process exit, device removal): the
+ * importers were told; @val the mappings they still hold after it
+ */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_exp_revoke,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
+/* the dma-buf's last reference is gone: it lets go of the DM's pages */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_exp_release,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
 /* ---- memory windows ---- */
 
 /* a bind WQE executed: window @b->mw_key gets @b->new_key (@err 0 or -errno) */
