@@ -76,6 +76,8 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_DMABUF_INVALIDATIONS]	= { .name = "dmabuf_invalidations" },
 	[REMU_CNT_DMABUF_REMAPS]	= { .name = "dmabuf_remaps" },
 	[REMU_CNT_DMABUF_MRS]		= { .name = "dmabuf_mrs" },
+	[REMU_CNT_DMABUF_P2P_MRS]	= { .name = "dmabuf_p2p_mrs" },
+	[REMU_CNT_DMABUF_MAP_ERRORS]	= { .name = "dmabuf_map_errors" },
 	[REMU_CNT_DMABUF_EXPORTS]	= { .name = "dmabuf_exports" },
 	[REMU_CNT_DMABUF_EXPORT_MAPS]	= { .name = "dmabuf_export_maps" },
 	[REMU_CNT_DMABUF_EXPORT_REVOKES] = { .name = "dmabuf_export_revokes" },

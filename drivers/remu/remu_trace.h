@@ -516,6 +516,38 @@ DEFINE_EVENT(remu_dmabuf_class, remu_dmabuf_remap,
 		 u32 key, int ret),
 	TP_ARGS(ibdev, dmabuf, key, ret));
 
+/*
+ * A peer-to-peer import mapped the exporter's DMA addresses (@addr the
+ * first) and reached them as @ranges CPU ranges, @iomem of them I/O
+ * memory (@ret: 0 or -errno; -ENODEV: the exporter revoked the buffer).
+ */
+TRACE_EVENT(remu_dmabuf_p2p_map,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u32 key, u64 addr, u32 ranges, u32 iomem, int ret),
+	TP_ARGS(ibdev, dmabuf, key, addr, ranges, iomem, ret),
+	TP_STRUCT__entry(
+		REMU_TRACE_DEV_FIELD
+		__field(u64, ino)
+		__field(u64, addr)
+		__field(u32, key)
+		__field(u32, ranges)
+		__field(u32, iomem)
+		__field(int, ret)
+	),
+	TP_fast_assign(
+		REMU_TRACE_DEV_ASSIGN(ibdev);
+		__entry->ino = file_inode(dmabuf->file)->i_ino;
+		__entry->addr = addr;
+		__entry->key = key;
+		__entry->ranges = ranges;
+		__entry->iomem = iomem;
+		__entry->ret = ret;
+	),
+	TP_printk("dev=%s ino=%llu key=0x%x addr=0x%llx ranges=%u iomem=%u ret=%d",
+		  __entry->dev, __entry->ino, __entry->key, __entry->addr,
+		  __entry->ranges, __entry->iomem, __entry->ret)
+);
+
 /* ---- device memory exported as a dma-buf ---- */
 
 /*
