@@ -23,6 +23,7 @@ all_tests=(
 	remu_rereg_test
 	remu_inline_test
 	remu_dmabuf_test
+	remu_p2p_test
 	remu_disassoc_test
 	remu_teardown_test
 	remu_mcast_test
@@ -92,8 +93,9 @@ tmr_unload() {
 	rmmod remu_test_mr || { echo "not ok 1 teardown: rmmod remu_test_mr failed"; status=1; }
 }
 
-# remu_dmabuf_test, remu_storm_test and remu_trace_test need remu_test_dmabuf.ko, the test
-# exporter whose dma-bufs move on command; loaded for those tests only.
+# remu_dmabuf_test, remu_p2p_test, remu_storm_test and remu_trace_test need
+# remu_test_dmabuf.ko, the test exporter whose dma-bufs move on command (and
+# its test importer); loaded for those tests only.
 tdb_load() {
 	[ -d /sys/module/remu_test_dmabuf ] && return 0
 	if insmod "$ko_dir/remu_test_dmabuf.ko"; then
@@ -119,10 +121,10 @@ for t in "${tests[@]}"; do
 		continue
 	fi
 	[ "$t" = remu_mr_test ] && tmr_load
-	case $t in remu_dmabuf_test | remu_storm_test | remu_trace_test) tdb_load ;; esac
+	case $t in remu_dmabuf_test | remu_p2p_test | remu_storm_test | remu_trace_test) tdb_load ;; esac
 	"$here/$t" "$@" || status=1
 	[ "$t" = remu_mr_test ] && tmr_unload
-	case $t in remu_dmabuf_test | remu_storm_test | remu_trace_test) tdb_unload ;; esac
+	case $t in remu_dmabuf_test | remu_p2p_test | remu_storm_test | remu_trace_test) tdb_unload ;; esac
 	echo "# ---- $t: $((SECONDS - t0)) s"
 done
 
