@@ -26,9 +26,12 @@
  * refused without peer2peer (EOPNOTSUPP), pin refused where the kernel
  * does not pin around maps (7.x), one DMA-address-only entry over the
  * whole allocation, whose memory is the DM's (read and written through
- * it); revoke on free: move_notify, later maps and attaches ENODEV.
+ * it); a device that cannot do DMA refused at map (EOPNOTSUPP); revoke
+ * on free: move_notify, later maps and attaches ENODEV.
  * export_refused: a freed DM's handle, another process's handle (raw
- * ioctls), and the process's own DM exported in the child.
+ * ioctls), and the process's own DM exported in the child; no fd left
+ * (EMFILE), an fd number that cannot be copied out (EFAULT): nothing
+ * exported behind either.
  * process_killed: the exporting process is killed while its dma-buf is
  * imported by another: revoked, nothing leaks, the pages come back.
  * device_deleted: `rdma link delete` of the exporting device while its
@@ -38,6 +41,7 @@
  * remu_test_dmabuf.ko is loaded by run_tests.sh around this test.
  */
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <rdma/ib_user_ioctl_cmds.h>
@@ -111,6 +115,27 @@ static int raw_export(struct ibv_context *ctx, uint32_t dm_handle, int *fd)
 		return errno;
 	*fd = (int)ufd;
 	return 0;
+}
+
+/* the same with the fd's out pointer @uptr as given: 0 or an errno */
+static int raw_export_to(struct ibv_context *ctx, uint32_t dm_handle,
+			 uint64_t uptr)
+{
+	struct {
+		struct ib_uverbs_ioctl_hdr hdr;
+		struct ib_uverbs_attr attr[2];
+	} cmd = {};
+
+	cmd.hdr.length = sizeof(cmd);
+	cmd.hdr.object_id = UVERBS_OBJECT_DM;
+	cmd.hdr.method_id = REMU_METHOD_DM_EXPORT_DMABUF;
+	cmd.hdr.num_attrs = 2;
+	cmd.attr[0].attr_id = REMU_ATTR_EXPORT_DMABUF_DM_HANDLE;
+	cmd.attr[0].data = dm_handle;
+	cmd.attr[1].attr_id = REMU_ATTR_EXPORT_DMABUF_FD;
+	cmd.attr[1].len = sizeof(uint32_t);
+	cmd.attr[1].data = uptr;
+	return ioctl(ctx->cmd_fd, RDMA_VERBS_IOCTL, &cmd) ? errno : 0;
 }
 
 static struct ibv_dm *dm_alloc(struct ibv_context *ctx, size_t len)
@@ -494,6 +519,15 @@ TEST(test_importer)
 	ASSERT_EQ(0, ibv_memcpy_from_dm(got, dm, 0, sizeof(got)));
 	EXPECT_EQ(-1, cmp(got, pat, sizeof(pat)));
 
+	/* a device that cannot do DMA at all: the map is refused */
+	ASSERT_EQ(0, tdb_import(c3, fd, REMU_TDB_IMP_P2P | REMU_TDB_IMP_MAP |
+				REMU_TDB_IMP_NOMASK, &imp));
+	EXPECT_EQ(0, imp.attach_err);
+	EXPECT_EQ(-EOPNOTSUPP, imp.map_err);
+	EXPECT_EQ(0, tdb_import_info(c3).mapped);
+	EXPECT_EQ(1, hw_counter("remu0", "dmabuf_export_maps"));
+	ASSERT_EQ(0, ioctl(c3, REMU_TDB_IMPORT_DROP));
+
 	/* free: the importer is told and unmaps; no more maps or attaches */
 	ASSERT_EQ(0, ibv_free_dm(dm));
 	EXPECT_EQ(1, tdb_import_info(c2).moves);
@@ -550,8 +584,9 @@ TEST(export_refused)
 	struct ibv_context *ctx = remu_open("remu0");
 	int dms = remu_obj_count("dm");
 	struct ibv_dm *dm, *dm2;
+	struct rlimit rl, low;
 	uint32_t handle;
-	int fd = -1, st;
+	int fd = -1, st, next;
 	pid_t pid;
 
 	ASSERT_NE(NULL, ctx);
@@ -581,6 +616,26 @@ TEST(export_refused)
 	/* a handle never given out */
 	EXPECT_EQ(ENOENT, raw_export(ctx, 0x7fffff, &fd));
 	EXPECT_EQ(0, hw_counter("remu0", "dmabuf_exports"));
+	/* no fd left: EMFILE, and nothing exported behind */
+	next = dup(0);
+	ASSERT_LE(0, next);
+	close(next);
+	ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &rl));
+	low = rl;
+	low.rlim_cur = next;
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &low));
+	errno = 0;
+	fd = remudv_dm_export_dmabuf_fd(dm2);
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &rl));
+	EXPECT_EQ(-1, fd);
+	EXPECT_EQ(EMFILE, errno);
+	EXPECT_EQ(0, hw_counter("remu0", "dmabuf_exports"));
+	/* the fd number cannot be copied out: EFAULT, no fd made */
+	EXPECT_EQ(EFAULT, raw_export_to(ctx, dm2->handle, 1));
+	EXPECT_EQ(0, hw_counter("remu0", "dmabuf_exports"));
+	fd = dup(0);
+	EXPECT_EQ(next, fd);
+	close(fd);
 	/* not a remu DM at all: remudv refuses */
 	errno = 0;
 	EXPECT_EQ(-1, remudv_dm_export_dmabuf_fd(NULL));

@@ -31,7 +31,9 @@
  * REMU_TDB_IOMEM hands its pages out as I/O memory from vmap, as a GPU
  * driver hands out VRAM behind a BAR (the pages are RAM; the importer
  * must still use the io accessors); REMU_TDB_BAD_DMA (with P2P) hands
- * out an address no memory is at.  REMU_TDB_REVOKE revokes a buffer and
+ * out an address no memory is at, REMU_TDB_NO_PATH (with P2P) fails
+ * every map with EINVAL, as 7.x's P2P helper does for an importer it
+ * has no path to.  REMU_TDB_REVOKE revokes a buffer with no vmap and
  * re-enables it, as VFIO does when memory decode is turned off and on.
  *
  * The test importer (REMU_TDB_IMPORT*): each open file of the device can
@@ -39,7 +41,7 @@
  * a dynamic importer, with or without peer2peer, pin and map it, read and
  * write through the DMA addresses it was given, and count move_notify
  * (which unmaps at once).  It attaches with a struct device of its own
- * (64-bit DMA mask, direct mapped).
+ * (64-bit DMA mask, direct mapped), or one with no DMA mask at all.
  *
  * Loaded and unloaded by selftests/run_tests.sh around remu_dmabuf_test
  * only; never part of a remu installation.
@@ -121,8 +123,11 @@ struct tdb_imp {
 	u64 moves;
 };
 
-/* what the test importer attaches with: direct mapped, 64-bit mask */
-static struct device *tdb_imp_dev;
+/*
+ * what the test importer attaches with: direct mapped, 64-bit mask; and
+ * a device with no DMA mask (REMU_TDB_IMP_NOMASK)
+ */
+static struct device *tdb_imp_dev, *tdb_imp_nomask_dev;
 
 /* a delayed move: copies @old into @buf's pages, then signals @fence */
 struct tdb_move_work {
@@ -256,7 +261,7 @@ static void tdb_unmap(struct dma_buf_attachment *attach, struct sg_table *sgt,
 static int tdb_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 {
 	struct tdb_buf *buf = dmabuf->priv;
-	int err = buf->revoked ? -ENODEV : tdb_populate(buf);
+	int err = tdb_populate(buf);
 
 	if (err)
 		return err;
@@ -391,6 +396,8 @@ static struct sg_table *tdb_p2p_map(struct dma_buf_attachment *attach,
 	err = buf->revoked ? -ENODEV : tdb_populate(buf);
 	if (err)
 		return ERR_PTR(err);
+	if (buf->flags & REMU_TDB_NO_PATH)
+		return ERR_PTR(-EINVAL);
 	if (!attach->dev->dma_mask)
 		return ERR_PTR(-EOPNOTSUPP);
 	for (i = 0; i < buf->npages; i++)
@@ -538,10 +545,11 @@ static long tdb_create(struct remu_tdb_create __user *uarg)
 		return -EFAULT;
 	if (!c.size || c.size > REMU_TDB_MAX_SIZE ||
 	    c.flags & ~(REMU_TDB_RDONLY | REMU_TDB_NO_VMAP | REMU_TDB_P2P |
-			REMU_TDB_IOMEM | REMU_TDB_BAD_DMA) ||
+			REMU_TDB_IOMEM | REMU_TDB_BAD_DMA | REMU_TDB_NO_PATH) ||
 	    hweight32(c.flags & (REMU_TDB_NO_VMAP | REMU_TDB_P2P |
 				 REMU_TDB_IOMEM)) > 1 ||
-	    ((c.flags & REMU_TDB_BAD_DMA) && !(c.flags & REMU_TDB_P2P)))
+	    ((c.flags & (REMU_TDB_BAD_DMA | REMU_TDB_NO_PATH)) &&
+	     !(c.flags & REMU_TDB_P2P)))
 		return -EINVAL;
 	buf = kzalloc(sizeof(*buf), GFP_KERNEL);
 	if (!buf)
@@ -823,6 +831,14 @@ static long tdb_revoke(struct remu_tdb_revoke __user *uarg)
 	buf = tdb_get(r.fd);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
+	/*
+	 * Only buffers with no CPU mapping (as VFIO's): the dma-buf core
+	 * WARNs when an exporter's vmap fails, so an exporter that offers
+	 * vmap cannot take it away.
+	 */
+	err = -EINVAL;
+	if (buf->dmabuf->ops->vmap)
+		goto out_put;
 	err = tdb_lock_idle(buf);
 	if (err)
 		goto out_put;
@@ -908,7 +924,7 @@ static long tdb_import(struct tdb_imp *imp, struct remu_tdb_import __user *uarg)
 	if (copy_from_user(&in, uarg, sizeof(in)))
 		return -EFAULT;
 	if (in.flags & ~(REMU_TDB_IMP_P2P | REMU_TDB_IMP_PIN |
-			 REMU_TDB_IMP_MAP))
+			 REMU_TDB_IMP_MAP | REMU_TDB_IMP_NOMASK))
 		return -EINVAL;
 	if (imp->dmabuf)
 		return -EBUSY;
@@ -919,7 +935,9 @@ static long tdb_import(struct tdb_imp *imp, struct remu_tdb_import __user *uarg)
 	in.nents = in.pages = 0;
 	in.dma_addr = in.dma_len = 0;
 	in.pin_on_map = REMU_DMABUF_PIN_ON_MAP;
-	attach = dma_buf_dynamic_attach(dmabuf, tdb_imp_dev,
+	attach = dma_buf_dynamic_attach(dmabuf,
+					in.flags & REMU_TDB_IMP_NOMASK ?
+					tdb_imp_nomask_dev : tdb_imp_dev,
 					in.flags & REMU_TDB_IMP_P2P ?
 					&tdb_imp_p2p_ops : &tdb_imp_ops, imp);
 	if (IS_ERR(attach)) {
@@ -1165,25 +1183,44 @@ static void tdb_imp_dev_release(struct device *dev)
 	kfree(dev);
 }
 
-/* the test importer's device: never added, 64-bit mask, direct mapped */
-static int tdb_imp_dev_init(void)
+/* a device for the test importer: never added; a 64-bit mask or none */
+static struct device *tdb_imp_dev_new(const char *name, bool mask)
 {
 	struct device *dev = kzalloc(sizeof(*dev), GFP_KERNEL);
 	int err;
 
 	if (!dev)
-		return -ENOMEM;
+		return ERR_PTR(-ENOMEM);
 	device_initialize(dev);
 	dev->release = tdb_imp_dev_release;
-	err = dev_set_name(dev, "remu-tdb-importer");
-	if (!err)
+	err = dev_set_name(dev, "%s", name);
+	if (!err && mask)
 		err = dma_coerce_mask_and_coherent(dev, DMA_BIT_MASK(64));
 	if (err) {
 		put_device(dev);
-		return err;
+		return ERR_PTR(err);
 	}
-	tdb_imp_dev = dev;
+	return dev;
+}
+
+static int tdb_imp_dev_init(void)
+{
+	tdb_imp_dev = tdb_imp_dev_new("remu-tdb-importer", true);
+	if (IS_ERR(tdb_imp_dev))
+		return PTR_ERR(tdb_imp_dev);
+	tdb_imp_nomask_dev = tdb_imp_dev_new("remu-tdb-importer-nomask",
+					     false);
+	if (IS_ERR(tdb_imp_nomask_dev)) {
+		put_device(tdb_imp_dev);
+		return PTR_ERR(tdb_imp_nomask_dev);
+	}
 	return 0;
+}
+
+static void tdb_imp_dev_fini(void)
+{
+	put_device(tdb_imp_nomask_dev);
+	put_device(tdb_imp_dev);
 }
 
 static int __init tdb_init(void)
@@ -1207,7 +1244,7 @@ static int __init tdb_init(void)
 err_wq:
 	destroy_workqueue(tdb_wq);
 err_dev:
-	put_device(tdb_imp_dev);
+	tdb_imp_dev_fini();
 	return err;
 }
 
@@ -1217,7 +1254,7 @@ static void __exit tdb_exit(void)
 	/* every buffer holds a module reference: no move is pending */
 	destroy_workqueue(tdb_wq);
 	/* every importer went with its file */
-	put_device(tdb_imp_dev);
+	tdb_imp_dev_fini();
 }
 
 module_init(tdb_init);

@@ -34,6 +34,9 @@
 #define REMU_TDB_IOMEM		0x8
 /* with REMU_TDB_P2P: map hands an address no memory is at */
 #define REMU_TDB_BAD_DMA	0x10
+/* with REMU_TDB_P2P: map fails with EINVAL, as 7.x's
+ * dma_buf_phys_vec_to_sgt() does for an importer it has no P2P path to */
+#define REMU_TDB_NO_PATH	0x20
 
 struct remu_tdb_create {
 	__aligned_u64 size;		/* bytes, rounded up to pages */
@@ -78,11 +81,13 @@ struct remu_tdb_info {
 };
 
 /*
- * Revoke (revoke 1) or re-enable (0) a buffer, as VFIO does when a
- * device's memory decode is turned off and on: under the reservation lock
- * the state changes and every importer gets move_notify; while revoked,
- * attach (P2P), map, vmap and pin fail with ENODEV.  A revoke after which
- * an importer still holds a mapping fails with EBUSY (it stays revoked).
+ * Revoke (revoke 1) or re-enable (0) a buffer without vmap (P2P, NO_VMAP;
+ * others EINVAL: the dma-buf core WARNs when a vmap fails), as VFIO does
+ * when a device's memory decode is turned off and on: under the
+ * reservation lock the state changes and every importer gets move_notify;
+ * while revoked, attach (P2P), map and pin fail with ENODEV.  A revoke
+ * after which an importer still holds a mapping fails with EBUSY (it
+ * stays revoked).
  */
 struct remu_tdb_revoke {
 	__s32 fd;
@@ -98,6 +103,8 @@ struct remu_tdb_revoke {
 #define REMU_TDB_IMP_P2P	0x1	/* allow_peer2peer */
 #define REMU_TDB_IMP_PIN	0x2	/* dma_buf_pin() after attaching */
 #define REMU_TDB_IMP_MAP	0x4	/* dma_buf_map_attachment() */
+#define REMU_TDB_IMP_NOMASK	0x8	/* attach with a device that has no
+					 * DMA mask (cannot do DMA at all) */
 
 struct remu_tdb_import {
 	__s32 fd;			/* in: the dma-buf */
