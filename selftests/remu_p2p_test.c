@@ -5,7 +5,8 @@
  *
  * Fixture exp (variants remu0 -> remu1 and remu1 -> remu0): the exporter
  * device allocates a DM of 40000 bytes (40960 in pages), fills it with
- * ibv_memcpy_to_dm() and exports it (remudv_dm_export_dmabuf_fd()); the
+ * ibv_memcpy_to_dm() and exports it (remudv_dm_export_dmabuf_fd(), or
+ * ibv_dm_export_dmabuf_fd() when built with REMU_HAVE_IBV_DM_EXPORT); the
  * importer device registers the dma-buf with ibv_reg_dmabuf_mr() at an
  * offset (byte 8192 of the DM at its first iova), which remu reaches peer
  * to peer (no vmap).  A QP on the exporter device then WRITEs, READs,
@@ -138,6 +139,22 @@ static int raw_export_to(struct ibv_context *ctx, uint32_t dm_handle,
 	return ioctl(ctx->cmd_fd, RDMA_VERBS_IOCTL, &cmd) ? errno : 0;
 }
 
+/*
+ * The export under test: ibv_dm_export_dmabuf_fd() when the libibverbs
+ * the test is built against has it (rdma-core 62 and later; build with
+ * -DREMU_HAVE_IBV_DM_EXPORT and a libremu built in that tree, whose
+ * dm_export_dmabuf_fd op runs the same command), else libremu's
+ * remudv_dm_export_dmabuf_fd().
+ */
+static int dm_export(struct ibv_dm *dm)
+{
+#ifdef REMU_HAVE_IBV_DM_EXPORT
+	return ibv_dm_export_dmabuf_fd(dm);
+#else
+	return remudv_dm_export_dmabuf_fd(dm);
+#endif
+}
+
 static struct ibv_dm *dm_alloc(struct ibv_context *ctx, size_t len)
 {
 	struct ibv_alloc_dm_attr a = { .length = len };
@@ -187,7 +204,7 @@ FIXTURE_SETUP(exp)
 	ASSERT_NE(NULL, self->dm) TH_LOG("alloc_dm: %s", strerror(errno));
 	fill(self->model, DM_LEN, 1);
 	ASSERT_EQ(0, ibv_memcpy_to_dm(self->dm, 0, self->model, DM_LEN));
-	self->fd = remudv_dm_export_dmabuf_fd(self->dm);
+	self->fd = dm_export(self->dm);
 	ASSERT_LE(0, self->fd) TH_LOG("export: %s", strerror(errno));
 	self->i.dmr = ibv_reg_dmabuf_mr(self->i.pd, P_OFF, P_LEN, P_IOVA,
 					self->fd, ACCESS_ALL);
@@ -418,7 +435,7 @@ TEST_F(exp, two_exports)
 	struct ibv_mr *mr2;
 	int fd2;
 
-	fd2 = remudv_dm_export_dmabuf_fd(self->dm);
+	fd2 = dm_export(self->dm);
 	ASSERT_LE(0, fd2);
 	EXPECT_NE(self->fd, fd2);
 	/* the whole dma-buf, at iova 0 */
@@ -480,7 +497,7 @@ TEST(test_importer)
 	ASSERT_NE(NULL, dm);
 	fill(pat, sizeof(pat), 7);
 	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, pat, sizeof(pat)));
-	fd = remudv_dm_export_dmabuf_fd(dm);
+	fd = dm_export(dm);
 	ASSERT_LE(0, fd);
 
 	/* an importer that cannot take peer-to-peer addresses: refused */
@@ -569,7 +586,7 @@ static int foreign_child(uint32_t parent_handle)
 	dm = dm_alloc(ctx, 4096);
 	if (!dm)
 		return 12;
-	fd = remudv_dm_export_dmabuf_fd(dm);
+	fd = dm_export(dm);
 	if (fd < 0)
 		return 13;
 	close(fd);
@@ -625,7 +642,7 @@ TEST(export_refused)
 	low.rlim_cur = next;
 	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &low));
 	errno = 0;
-	fd = remudv_dm_export_dmabuf_fd(dm2);
+	fd = dm_export(dm2);
 	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &rl));
 	EXPECT_EQ(-1, fd);
 	EXPECT_EQ(EMFILE, errno);
@@ -697,7 +714,7 @@ static void exporter_child(int sock)
 	fill(pat, DM_LEN, 9);
 	if (ibv_memcpy_to_dm(dm, 0, pat, DM_LEN))
 		_exit(22);
-	fd = remudv_dm_export_dmabuf_fd(dm);
+	fd = dm_export(dm);
 	if (fd < 0)
 		_exit(23);
 	send_fd(sock, fd);
@@ -784,7 +801,7 @@ TEST(device_deleted)
 	ASSERT_NE(NULL, dm);
 	fill(pat, sizeof(pat), 11);
 	ASSERT_EQ(0, ibv_memcpy_to_dm(dm, 0, pat, sizeof(pat)));
-	fd = remudv_dm_export_dmabuf_fd(dm);
+	fd = dm_export(dm);
 	ASSERT_LE(0, fd);
 
 	/* remu0 reads it through remu1's MR */
