@@ -29,6 +29,7 @@
  * whole allocation, whose memory is the DM's (read and written through
  * it); a device that cannot do DMA refused at map (EOPNOTSUPP); revoke
  * on free: move_notify, later maps and attaches ENODEV.
+ * absent_p2p_pci: the device on a veth says why it cannot take PCI peers.
  * export_refused: a freed DM's handle, another process's handle (raw
  * ioctls), and the process's own DM exported in the child; no fd left
  * (EMFILE), an fd number that cannot be copied out (EFAULT): nothing
@@ -567,6 +568,25 @@ TEST(test_importer)
 	close(c1);
 	close(c3);
 	ibv_close_device(ctx);
+}
+
+/* ---- what the device says it cannot take ---- */
+
+/*
+ * remu0 sits on a veth: exporters that map only for a PCI peer (VFIO's
+ * BAR export) cannot be registered on it, and its sysfs "absent" file
+ * says why: the kernel has no CONFIG_PCI_P2PDMA (Debian's 6.1, 6.12), or
+ * the netdev has no PCI function above it.
+ */
+TEST(absent_p2p_pci)
+{
+	char why[256];
+
+	ASSERT_NE(NULL, remu_absent("remu0", "p2p_pci", why, sizeof(why)))
+		TH_LOG("no p2p_pci line in /sys/class/infiniband/remu0/absent");
+	TH_LOG("%s", why);
+	EXPECT_TRUE(strstr(why, "CONFIG_PCI_P2PDMA") ||
+		    strstr(why, "netdev v0 has no PCI function"));
 }
 
 /* ---- refused exports ---- */
