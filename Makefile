@@ -8,7 +8,7 @@
 #   make check      everything, then the whole test suite in the VM
 #   make check-debug  everything, then the suite in the VM on a debug kernel
 #                   (lockdep, KASAN, kmemleak...; built once and cached, see
-#                   scripts/debug-kernel and docs/testing.md)
+#                   scripts/debug-kernel and docs/debug-kernel.md)
 #   make debug-kernel  only build (or find) that kernel
 #   make demo       everything, then the guided tour in the VM
 #   make demo CHAPTER=odp  only that chapter of the tour (tour/odp.c)
