@@ -66,8 +66,9 @@ selftests: provider
 tools: provider
 	$(MAKE) -C tools
 
-# the tour's chapters (tour/*.c, run by scripts/demo)
-tour:
+# the tour's chapters (tour/*.c, run by scripts/demo); after the provider:
+# tour/p2p links libremu
+tour: provider
 	$(MAKE) -C tour
 
 setup:

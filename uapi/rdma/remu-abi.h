@@ -374,4 +374,23 @@ struct remu_alloc_dm_resp {
 	__aligned_u64 mmap_size;	/* bytes, a multiple of the page size */
 };
 
+/*
+ * Device memory exported as a dma-buf (ibv_dm_export_dmabuf_fd() of
+ * rdma-core 62 and later, remudv_dm_export_dmabuf_fd() with any release):
+ * a driver method of the DM object.  In: the DM's handle.  Out: the file
+ * descriptor of a new dma-buf over the whole allocation (page rounded),
+ * O_RDWR | O_CLOEXEC, installed in the caller's file table.  The dma-buf
+ * serves peer-to-peer importers only and is revoked when the DM is freed
+ * (docs/dma-buf.md, "Device memory as a dma-buf").  A module without the
+ * method fails the command with EPROTONOSUPPORT.
+ */
+enum remu_dm_methods {
+	REMU_METHOD_DM_EXPORT_DMABUF = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum remu_dm_export_dmabuf_attrs {
+	REMU_ATTR_EXPORT_DMABUF_DM_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	REMU_ATTR_EXPORT_DMABUF_FD,	/* __u32 out */
+};
+
 #endif /* REMU_ABI_USER_H */

@@ -177,6 +177,7 @@ static inline struct remu_context *to_rctx(struct ibv_context *ibctx)
 struct ibv_dm *remu_alloc_dm(struct ibv_context *ctx,
 			     struct ibv_alloc_dm_attr *attr);
 int remu_free_dm(struct ibv_dm *ibdm);
+int remu_dm_export_dmabuf_fd(struct ibv_dm *ibdm);
 struct ibv_mr *remu_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
 			      uint64_t dm_offset, size_t length,
 			      unsigned int access);
