@@ -8,7 +8,7 @@
 #   make check      everything, then the whole test suite in the VM
 #   make check-debug  everything, then the suite in the VM on a debug kernel
 #                   (lockdep, KASAN, kmemleak...; built once and cached, see
-#                   scripts/debug-kernel and docs/testing.md)
+#                   scripts/debug-kernel and docs/debug-kernel.md)
 #   make debug-kernel  only build (or find) that kernel
 #   make check-p2p  everything, then the peer-to-peer test (a PCI BAR that
 #                   VFIO exports as a dma-buf) in a VM with P2P devices, on

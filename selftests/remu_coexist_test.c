@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define LEN	(3 * 4096 + 123)	/* several packets at any MTU */
 #define SECS	10

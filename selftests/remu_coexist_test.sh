@@ -24,8 +24,8 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-. "$here/ktap.sh"
-. "$here/remu_lib.sh"
+. "$here/lib/remu_ktap_lib.sh"
+. "$here/lib/remu_lib.sh"
 
 lib=$repo/build/provider/libremu
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)

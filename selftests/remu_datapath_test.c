@@ -51,7 +51,7 @@
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define BUF_SIZE	((1 << 20) + 8192)
 #define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */
@@ -354,7 +354,7 @@ static void pattern(uint8_t *p, uint32_t len, uint32_t seed)
 }
 
 /*
- * Payload by reference (docs/performance.md, "Removing the costs" 5): a
+ * Payload by reference (docs/performance-log.md, step 5): a
  * WRITE's request packets and a READ's responses from ordinary MRs (pinned
  * and ODP) of 256 bytes or more leave as page frags (tx_frag_pkts counts
  * each), the data arriving byte for byte; shorter payloads, inline data and

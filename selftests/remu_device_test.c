@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 FIXTURE(dev) {
 	struct ibv_context *ctx;

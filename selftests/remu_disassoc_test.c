@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define DEV	"remudx"
 #define BUF	65536

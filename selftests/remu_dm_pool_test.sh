@@ -19,8 +19,8 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-. "$here/ktap.sh"
-. "$here/remu_lib.sh"
+. "$here/lib/remu_ktap_lib.sh"
+. "$here/lib/remu_lib.sh"
 
 ktap_header 8
 

@@ -46,7 +46,7 @@
 #include <rdma/rdma_user_ioctl.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */
 #define POOL_SIZE	(1 << 20)	/* the module's default dm_pool_kb */

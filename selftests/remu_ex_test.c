@@ -50,7 +50,7 @@
 #include <time.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define BUF_SIZE	(1 << 20)
 #define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define BUF_SIZE	(1 << 16)
 #define GID_INDEX	1

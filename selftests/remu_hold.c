@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "remu_test.h"
+#include "remu_lib.h"
 
 static volatile sig_atomic_t stop;
 

@@ -2,7 +2,7 @@
 /*
  * remu_hostile_test - forged RoCEv2 packets against live QPs
  * (docs/security.md).  remu0 (init namespace, 10.77.0.1) and remu1
- * (namespace peer, 10.77.0.2) hold real QPs; remu_forge.h sends packets
+ * (namespace peer, 10.77.0.2) hold real QPs; remu_forge_lib.h sends packets
  * that pass the wire layer (good ICRC, valid headers) from three places:
  *   third    10.77.0.9, an extra address on v0: a host that is not the
  *            QP's peer
@@ -24,8 +24,8 @@
 #include <stdint.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
-#include "remu_forge.h"
+#include "remu_lib.h"
+#include "remu_forge_lib.h"
 
 #define BUF_SIZE	(1 << 20)
 #define MTU		1024

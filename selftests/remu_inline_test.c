@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define GID_INDEX	1
 #define BUF_LEN		8192

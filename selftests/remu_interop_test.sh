@@ -27,8 +27,8 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-. "$here/ktap.sh"
-. "$here/remu_lib.sh"
+. "$here/lib/remu_ktap_lib.sh"
+. "$here/lib/remu_lib.sh"
 
 filter=${1:-}
 minpkts=1000

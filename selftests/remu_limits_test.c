@@ -45,7 +45,7 @@
 #include <sys/stat.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define DEV		"remu0"
 #define PAGE		4096

@@ -10,8 +10,8 @@
 # must be clean (remu_reload checks for a "leaked" line).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
-. "$here/ktap.sh"
-. "$here/remu_lib.sh"
+. "$here/lib/remu_ktap_lib.sh"
+. "$here/lib/remu_lib.sh"
 
 ktap_header 4
 

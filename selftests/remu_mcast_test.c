@@ -38,7 +38,7 @@
 #include <sys/wait.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define QKEY		0x11223344u
 #define GRH_LEN		40

@@ -21,8 +21,8 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
-#include "remu_mr_selftest_mod/remu_test_mr.h"
+#include "remu_lib.h"
+#include "remu_test_mr/remu_test_mr.h"
 
 #define DEV		"remu0"
 #define RW		(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | \

@@ -35,7 +35,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-. "$here/ktap.sh"
+. "$here/lib/remu_ktap_lib.sh"
 
 filter=${1:-}
 netem="delay 1ms loss 5% reorder 10% duplicate 2%"

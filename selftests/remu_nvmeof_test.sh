@@ -36,7 +36,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-. "$here/ktap.sh"
+. "$here/lib/remu_ktap_lib.sh"
 
 if [[ "$(uname -r)" == *-remu-debug ]]; then
 	FIO_MB=${FIO_MB:-32}

@@ -67,7 +67,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define ODP_SIZE	((1 << 20) + 8192)
 #define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */

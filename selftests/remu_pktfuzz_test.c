@@ -11,7 +11,7 @@
  * back, or failed, as the run goes; RC, UC and UD QPs kept in RESET,
  * INIT, RTR, SQD and ERR (RC/UC ones connected to a QPN nobody holds at
  * the other device's address); UD QPs in RTS; and the GSI QP (QP1,
- * ib_mad's) of each device.  remu_forge.h sends valid-looking packets
+ * ib_mad's) of each device.  remu_forge_lib.h sends valid-looking packets
  * (the right extended headers for the opcode, a good ICRC) with mutated
  * fields: opcode (the target's transport, another one, any byte), QPN
  * (live ones, their neighbours, 0, 1, 0xffffff, random), PSN (around the
@@ -51,8 +51,8 @@
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
-#include "remu_forge.h"
+#include "remu_lib.h"
+#include "remu_forge_lib.h"
 
 #define PAGE		4096
 #define MTU_BYTES	1024

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define DEV "remu0"
 #define MAX_QP_WR 16384

@@ -33,8 +33,8 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-. "$here/ktap.sh"
-. "$here/remu_lib.sh"
+. "$here/lib/remu_ktap_lib.sh"
+. "$here/lib/remu_lib.sh"
 
 suite=/usr/share/doc/rdma-core/tests
 dev=remu0

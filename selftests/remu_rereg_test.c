@@ -45,7 +45,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define LEN		(64 * 1024 + 123)
 #define MAP_LEN		(128 * 1024)

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define BUF		(4 << 20)
 #define CHUNK		(256 << 10)

@@ -11,7 +11,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
-. "$here/ktap.sh"
+. "$here/lib/remu_ktap_lib.sh"
 
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 read -r -a chapters < <("$repo/tour/run-chapter" --list)

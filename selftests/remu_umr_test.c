@@ -36,8 +36,8 @@
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
-#include "remu_dmabuf_exp.h"
-#include "remu_test.h"
+#include "remu_dmabuf_exp_lib.h"
+#include "remu_lib.h"
 #include "remu_trace_lib.h"
 #include "remudv.h"
 

@@ -65,7 +65,7 @@
 #include <rdma/remu-abi.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 #define PAGE		4096
 #define NHANDLES	128

@@ -7,59 +7,40 @@
 #     scripts/vm -- selftests/run_tests.sh [TEST...]
 # With TEST names (remu_device_test, remu_link_test.sh, ...) only those run;
 # extra arguments after "--" go to a kselftest binary (e.g. -r dev.remu0.query_port).
-# run_tests.sh --list prints the test names.
+# run_tests.sh --list prints the test names; tests.list says what each
+# covers; docs/testing.md is the guide.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 cd "$repo"
 
-# one a line, in the order they run
-all_tests=(
-	remu_device_test
-	remu_mr_test
-	remu_queue_test
-	remu_datapath_test
-	remu_odp_test
-	remu_rereg_test
-	remu_inline_test
-	remu_dmabuf_test
-	remu_disassoc_test
-	remu_teardown_test
-	remu_mcast_test
-	remu_storm_test
-	remu_dm_test
-	remu_mw_test
-	remu_umr_test
-	remu_ex_test
-	remu_flush_test
-	remu_hostile_test
-	remu_pktfuzz_test
-	remu_uverbsfuzz_test
-	remu_trace_test
-	remu_trace_tools_test.sh
-	remu_tour_test.sh
-	remu_dm_pool_test.sh
-	remu_limits_test.sh
-	remu_link_test.sh
-	remu_wire_test.sh
-	remu_interop_test.sh
-	remu_coexist_test.sh
-	remu_pingpong_test.sh
-	remu_perftest_test.sh
-	remu_ucx_test.sh
-	remu_fabric_test.sh
-	remu_rdmacore_test.sh
-	remu_netem_test.sh
-	remu_cm_test.sh
-	remu_mckey_test.sh
-	remu_nvmeof_test.sh
-	remu_install_test.sh
-)
-# --list: print the names of all tests, one a line, and run nothing.
-if [ "${1:-}" = --list ]; then
+# What runs, in what order, and which test modules each program needs
+# come from tests.list, the one list (the Makefile builds from it):
+# by default its TEST_GEN_PROGS, then its TEST_PROGS (kselftest's order),
+# each in the list's order.  Any other program of selftests/ runs when
+# named (TEST_PROGS_EXTENDED: remu_deb_test.sh...).
+gen_progs=()
+progs=()
+declare -A test_modules=()
+while read -r name kind modules _; do
+	case $name in '' | '#'*) continue ;; esac
+	case $kind in
+		TEST_GEN_PROGS) gen_progs+=("$name") ;;
+		TEST_PROGS) progs+=("$name") ;;
+	esac
+	[ "$modules" = - ] || test_modules[$name]=${modules//,/ }
+done <"$here/tests.list"
+all_tests=("${gen_progs[@]}" "${progs[@]}")
+case ${1:-} in
+--list)	# the names of all tests, one a line, in their order; nothing runs
 	printf '%s\n' "${all_tests[@]}"
 	exit 0
-fi
+	;;
+-h | --help)
+	sed -n '4,/^set -u/{/^set -u/d;s/^# \{0,1\}//;p}' "$0"
+	exit 0
+	;;
+esac
 tests=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do tests+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
@@ -73,42 +54,27 @@ else
 	exit 1
 fi
 
-# remu_mr_test drives the MR access layer through the test module
-# remu_test_mr.ko, which is loaded for that test only (it pins remu).
+# The test modules a program needs (tests.list's MODULES: remu_test_mr.ko
+# for remu_mr_test, remu_test_dmabuf.ko for the tests of moving dma-bufs)
+# are loaded for that program only: remu_test_mr pins remu.
 # The .ko files come from the checkout, or from REMU_KO_DIR when set
 # (make check-debug: modules built for the debug kernel).
 ko_dir=${REMU_KO_DIR:-$repo}
-tmr_load() {
-	[ -d /sys/module/remu_test_mr ] && return 0
-	if insmod "$ko_dir/remu_test_mr.ko"; then
-		echo "ok 1 setup: remu_test_mr.ko loaded"
+mod_load() {	# MODULE
+	[ -d "/sys/module/$1" ] && return 0
+	if insmod "$ko_dir/$1.ko"; then
+		echo "ok 1 setup: $1.ko loaded"
 	else
-		echo "not ok 1 setup: cannot load remu_test_mr.ko"
+		echo "not ok 1 setup: cannot load $1.ko"
 		status=1
 	fi
 }
-tmr_unload() {
-	[ -d /sys/module/remu_test_mr ] || return 0
-	rmmod remu_test_mr || { echo "not ok 1 teardown: rmmod remu_test_mr failed"; status=1; }
+mod_unload() {	# MODULE
+	[ -d "/sys/module/$1" ] || return 0
+	rmmod "$1" || { echo "not ok 1 teardown: rmmod $1 failed"; status=1; }
 }
 
-# remu_dmabuf_test, remu_storm_test and remu_trace_test need remu_test_dmabuf.ko, the test
-# exporter whose dma-bufs move on command; loaded for those tests only.
-tdb_load() {
-	[ -d /sys/module/remu_test_dmabuf ] && return 0
-	if insmod "$ko_dir/remu_test_dmabuf.ko"; then
-		echo "ok 1 setup: remu_test_dmabuf.ko loaded"
-	else
-		echo "not ok 1 setup: cannot load remu_test_dmabuf.ko"
-		status=1
-	fi
-}
-tdb_unload() {
-	[ -d /sys/module/remu_test_dmabuf ] || return 0
-	rmmod remu_test_dmabuf || { echo "not ok 1 teardown: rmmod remu_test_dmabuf failed"; status=1; }
-}
-
-# each test's time goes to the log (docs/testing.md keeps the budget)
+# each test's time goes to the log (docs/testing.md: the time of a run)
 for t in "${tests[@]}"; do
 	echo "# ---- $t"
 	t0=$SECONDS
@@ -118,11 +84,9 @@ for t in "${tests[@]}"; do
 		status=1
 		continue
 	fi
-	[ "$t" = remu_mr_test ] && tmr_load
-	case $t in remu_dmabuf_test | remu_storm_test | remu_trace_test) tdb_load ;; esac
+	for m in ${test_modules[$t]-}; do mod_load "$m"; done
 	"$here/$t" "$@" || status=1
-	[ "$t" = remu_mr_test ] && tmr_unload
-	case $t in remu_dmabuf_test | remu_storm_test | remu_trace_test) tdb_unload ;; esac
+	for m in ${test_modules[$t]-}; do mod_unload "$m"; done
 	echo "# ---- $t: $((SECONDS - t0)) s"
 done
 

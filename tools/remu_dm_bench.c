@@ -34,7 +34,7 @@
 #include <time.h>
 #include <infiniband/verbs.h>
 
-#include "../selftests/remu_test.h"
+#include "remu_lib.h"
 
 #define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */
 #define TARGET_LEN	4096

@@ -17,7 +17,7 @@
  * Usage: remu_dmabuf_bench [REPS]   (default 21; needs remu0, remu1 and
  * remu_test_dmabuf.ko)
  */
-#include "../selftests/remu_dmabuf_lib.h"
+#include "remu_dmabuf_lib.h"
 
 static int cmp_double(const void *a, const void *b)
 {

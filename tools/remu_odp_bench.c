@@ -53,7 +53,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
-#include "../selftests/remu_test.h"
+#include "remu_lib.h"
 
 #define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */
 #define PAGE		4096UL

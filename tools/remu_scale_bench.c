@@ -43,8 +43,8 @@
 #include <string.h>
 #include <infiniband/verbs.h>
 
-#include "../selftests/remu_test.h"
-#include "../selftests/remu_cm_lib.h"
+#include "remu_lib.h"
+#include "remu_cm_lib.h"
 
 #define MAX_RUNS	64
 

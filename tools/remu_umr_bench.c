@@ -32,7 +32,7 @@
 #include <string.h>
 #include <infiniband/verbs.h>
 
-#include "../selftests/remu_test.h"
+#include "remu_lib.h"
 #include "remudv.h"
 
 #define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */

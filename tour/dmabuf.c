@@ -26,7 +26,7 @@
  *     the exporter itself reads them back.
  */
 #include "tour.h"
-#include "../selftests/remu_dmabuf_lib.h"
+#include "remu_dmabuf_lib.h"
 
 #define LEN	(64 << 10)
 #define IOVA	0x10000000ULL	/* where the MR starts for the peer */

@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "../selftests/remu_verbs_lib.h"
-#include "../selftests/remu_trace_lib.h"
+#include "remu_verbs_lib.h"
+#include "remu_trace_lib.h"
 
 #define GID_INDEX	1		/* the IPv4-mapped RoCEv2 GID */
 #define PG		4096

@@ -10,7 +10,7 @@
  * remu_ns_lock (remu_net.c, the per-namespace sockets) is never held
  * together with remu_dev_lock.
  * remu_mcast.lock (remu_mcast.c) -> rtnl_lock: attach/detach join and
- * leave IPv4 groups under rtnl_lock; neither is ever taken under
+ * leave IP groups under rtnl_lock; neither is ever taken under
  * qp->mutex.
  */
 #ifndef REMU_H

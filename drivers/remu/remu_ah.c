@@ -32,7 +32,7 @@ int remu_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 	const struct ib_global_route *grh;
 	enum rdma_network_type net;
 	unsigned long flags;
-	bool v4;
+	bool v4, src_v4;
 	int err;
 
 	err = remu_check_av(a);
@@ -41,8 +41,9 @@ int remu_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
 	grh = rdma_ah_read_grh(a);
 	net = rdma_gid_attr_network_type(grh->sgid_attr);
 	v4 = ipv6_addr_v4mapped((const struct in6_addr *)grh->dgid.raw);
+	src_v4 = net == RDMA_NETWORK_IPV4;
 	/* source and destination must be of the same IP family */
-	if (v4 != (net == RDMA_NETWORK_IPV4))
+	if (v4 != src_v4)
 		return -EINVAL;
 	if (udata && udata->outlen < sizeof(resp))
 		return -EINVAL;

@@ -47,18 +47,22 @@
 #define REMU_HAVE_IBA15 1
 #else
 #define REMU_HAVE_IBA15 0
-#define IB_OPCODE_FLUSH			0x1C
-#define IB_OPCODE_ATOMIC_WRITE		0x1D
-#define IB_UVERBS_WR_FLUSH		14
-#define IB_UVERBS_WR_ATOMIC_WRITE	15
-#define IB_WC_FLUSH			8
-#define IB_WC_ATOMIC_WRITE		9
-#define IB_FLUSH_GLOBAL			(1U << 0)
-#define IB_FLUSH_PERSISTENT		(1U << 1)
-#define IB_FLUSH_RANGE			0
-#define IB_FLUSH_MR			1
-#define IB_ACCESS_FLUSH_GLOBAL		(1 << 8)
-#define IB_ACCESS_FLUSH_PERSISTENT	(1 << 9)
+/* enumerators, as the newer kernels' headers have them */
+enum {
+	IB_OPCODE_FLUSH			= 0x1C,
+	IB_OPCODE_ATOMIC_WRITE		= 0x1D,
+	IB_UVERBS_WR_FLUSH		= 14,
+	IB_UVERBS_WR_ATOMIC_WRITE	= 15,
+	IB_WC_FLUSH			= 8,
+	IB_WC_ATOMIC_WRITE		= 9,
+	IB_FLUSH_GLOBAL			= 1U << 0,
+	IB_FLUSH_PERSISTENT		= 1U << 1,
+	IB_FLUSH_RANGE			= 0,
+	IB_FLUSH_MR			= 1,
+	IB_ACCESS_FLUSH_GLOBAL		= 1 << 8,
+	IB_ACCESS_FLUSH_PERSISTENT	= 1 << 9,
+};
+
 /* no capability bits to report */
 #define IB_DEVICE_FLUSH_GLOBAL		0ULL
 #define IB_DEVICE_FLUSH_PERSISTENT	0ULL
@@ -179,8 +183,10 @@ struct ib_device *remu_compat_get_by_name(const char *name,
 #define ib_device_get_by_name remu_compat_get_by_name
 #endif
 
-/* timers: del_timer() is timer_delete() since 6.16, from_timer() is
- * timer_container_of() */
+/*
+ * timers: del_timer() is timer_delete() since 6.16, from_timer() is
+ * timer_container_of()
+ */
 #ifndef REMU_HAVE_DEL_TIMER
 #define del_timer timer_delete
 #endif
@@ -242,9 +248,9 @@ static inline u64 remu_odp_access(struct ib_umem_odp *odp, unsigned long va)
 }
 #endif
 /*
- * remu_odp_take_range - take [@start, @end) of @odp away from the device, under
- * umem_mutex, as an invalidation must; return how many PAGE_SIZE pages
- * were mapped there.  Before 6.16 ib_umem_odp_unmap_dma_pages() does it
+ * remu_odp_take_range - take [@start, @end) of @odp away from the device,
+ * under umem_mutex, as an invalidation must; return how many PAGE_SIZE
+ * pages were mapped there.  Before 6.16 ib_umem_odp_unmap_dma_pages() does it
  * all, and odp->npages counts the device pages mapped.  Since then that
  * function serves DMA-mapped entries only: for a device without DMA
  * (ib_uses_virt_dma(), remu) the core never counts the pages it faults in,
@@ -260,6 +266,7 @@ static inline u64 remu_odp_take_range(struct ib_umem_odp *odp, u64 start,
 {
 	int before = odp->npages;
 
+	lockdep_assert_held(&odp->umem_mutex);
 	ib_umem_odp_unmap_dma_pages(odp, start, end);
 	return (u64)(before - odp->npages) << (odp->page_shift - PAGE_SHIFT);
 }
@@ -379,15 +386,16 @@ static inline void vm_flags_set(struct vm_area_struct *vma, vm_flags_t flags)
 
 /*
  * Symbol namespaces are strings since 6.13 (MODULE_IMPORT_NS("DMA_BUF")),
- * bare words before.  Write REMU_IMPORT_NS(DMA_BUF) and
- * REMU_EXPORT_SYMBOL_NS_GPL(sym, REMU_TEST).
+ * bare words before (which the kernel's macros stringify after expansion).
+ * Write REMU_IMPORT_NS(DMA_BUF), and EXPORT_SYMBOL_NS_GPL(sym, REMU_TEST_NS)
+ * for the test module's namespace REMU_TEST.
  */
 #ifdef REMU_HAVE_NS_BARE
-#define REMU_IMPORT_NS(ns)			MODULE_IMPORT_NS(ns)
-#define REMU_EXPORT_SYMBOL_NS_GPL(sym, ns)	EXPORT_SYMBOL_NS_GPL(sym, ns)
+#define REMU_IMPORT_NS(ns)	MODULE_IMPORT_NS(ns)
+#define REMU_TEST_NS		REMU_TEST
 #else
-#define REMU_IMPORT_NS(ns)			MODULE_IMPORT_NS(#ns)
-#define REMU_EXPORT_SYMBOL_NS_GPL(sym, ns)	EXPORT_SYMBOL_NS_GPL(sym, #ns)
+#define REMU_IMPORT_NS(ns)	MODULE_IMPORT_NS(#ns)
+#define REMU_TEST_NS		"REMU_TEST"
 #endif
 
 #endif /* REMU_COMPAT_H */

@@ -24,10 +24,10 @@ enum remu_counter {
 	REMU_CNT_RCVD_BAD_LENGTH,
 	REMU_CNT_RCVD_NO_QP,
 	REMU_CNT_SEND_ERR,
-	REMU_CNT_LOOPBACK_PKTS,		/* of sent_pkts: handed to a remu
-					 * device of this namespace directly */
-	REMU_CNT_TX_FRAG_PKTS,		/* of the packets sent: payload by
-					 * reference (page frags), no copy */
+	/* of sent_pkts: handed to a remu device of this namespace directly */
+	REMU_CNT_LOOPBACK_PKTS,
+	/* of the packets sent: payload by reference (page frags), no copy */
+	REMU_CNT_TX_FRAG_PKTS,
 	/* multicast (remu_mcast.c) */
 	REMU_CNT_RCVD_MCAST_PKTS,	/* to a group with attached QPs */
 	REMU_CNT_RCVD_MCAST_NO_QP,	/* to a group with none: dropped */
@@ -37,39 +37,39 @@ enum remu_counter {
 	REMU_CNT_RCV_RNR,
 	REMU_CNT_SND_RNR,
 	REMU_CNT_RCV_SEQ_ERR,
-	REMU_CNT_ACK_DEFERRED,		/* remu's meaning: an RC packet not
-					 * ACKed on its own (coalesced) */
+	/* remu's meaning: an RC packet not ACKed on its own (coalesced) */
+	REMU_CNT_ACK_DEFERRED,
 	REMU_CNT_RETRY_EXCEEDED,
 	REMU_CNT_RNR_RETRY_EXCEEDED,
 	REMU_CNT_COMP_RETRY,
-	REMU_CNT_RETRY_PROBE,		/* resent after a go-back left the
-					 * hole unfilled for ~2 round trips */
-	REMU_CNT_STALE_SEQ_NAK,		/* sequence NAK for a resend still on
-					 * its way: no go-back */
+	/* resent after a go-back left the hole unfilled for ~2 round trips */
+	REMU_CNT_RETRY_PROBE,
+	/* sequence NAK for a resend still on its way: no go-back */
+	REMU_CNT_STALE_SEQ_NAK,
 	REMU_CNT_RDMA_SEND,
 	REMU_CNT_RDMA_RECV,
 	REMU_CNT_INLINE_RECV,		/* receives delivered through the CQE */
-	REMU_CNT_OUT_OF_BUFFER,		/* UC/UD message dropped: no receive
-					 * WQE (mlx5's name; RC RNR NAKs) */
+	/* UC/UD message dropped: no receive WQE (mlx5's name; RC RNR NAKs) */
+	REMU_CNT_OUT_OF_BUFFER,
 	/* hostile or broken input the engines drop (docs/security.md) */
-	REMU_CNT_RCVD_BAD_PATH,		/* RC/UC packet whose IP addresses
-					 * are not the QP's path */
+	/* RC/UC packet whose IP addresses are not the QP's path */
+	REMU_CNT_RCVD_BAD_PATH,
 	REMU_CNT_RCVD_BAD_RESP_PSN,	/* response for a PSN never sent */
 	REMU_CNT_RCVD_BAD_RESP_LEN,	/* READ response of the wrong length */
-	REMU_CNT_RCVD_STALE_DUP,	/* duplicate READ/atomic matching none
-					 * of the saved ones */
+	/* duplicate READ/atomic matching none of the saved ones */
+	REMU_CNT_RCVD_STALE_DUP,
 	REMU_CNT_RCVD_RXQ_FULL,		/* the QP's receive list was full */
 	REMU_CNT_RCVD_BAD_QKEY,		/* UD: Q_Key not the QP's */
-	REMU_CNT_RCVD_BAD_OP_SEQ,	/* UC: opcode does not continue or
-					 * start a message */
-	REMU_CNT_RCVD_UC_BAD_WRITE,	/* UC: WRITE refused (key, bounds,
-					 * rights, length), its message lost */
-	REMU_CNT_RCVD_DUP_RESP,		/* response for a request answered
-					 * already, or a stale NAK */
-	REMU_CNT_RCVD_RESP_AHEAD,	/* READ response too far beyond the
-					 * first missing one to be kept */
-	REMU_CNT_RCVD_BAD_RESP_OP,	/* response of the wrong kind for the
-					 * request at its PSN */
+	/* UC: opcode does not continue or start a message */
+	REMU_CNT_RCVD_BAD_OP_SEQ,
+	/* UC: WRITE refused (key, bounds, rights, length), its message lost */
+	REMU_CNT_RCVD_UC_BAD_WRITE,
+	/* response for a request answered already, or a stale NAK */
+	REMU_CNT_RCVD_DUP_RESP,
+	/* READ response too far beyond the first missing one to be kept */
+	REMU_CNT_RCVD_RESP_AHEAD,
+	/* response of the wrong kind for the request at its PSN */
+	REMU_CNT_RCVD_BAD_RESP_OP,
 	REMU_CNT_RCVD_NO_MEM,		/* dropped for want of memory */
 	REMU_CNT_RCVD_MAD_TOO_LONG,	/* GSI: longer than a MAD */
 	/* requests the responder refused: NAK and QP to ERR (mlx5's names) */
@@ -95,8 +95,8 @@ enum remu_counter {
 	/* indirect memory keys (remu_mkey.c) */
 	REMU_CNT_UMR_CONFIGS,		/* UMRs that configured a key */
 	REMU_CNT_UMR_ERRORS,		/* UMRs refused when executed */
-	REMU_CNT_MKEY_SEGMENTS,		/* segments mapped through a key
-					 * (each nesting level counts) */
+	/* segments mapped through a key (each nesting level counts) */
+	REMU_CNT_MKEY_SEGMENTS,
 	REMU_CNT_MKEY_ENTRY_ERRORS,	/* accesses a key's entries refused */
 	REMU_CNT_MKEYS,			/* a gauge: live indirect keys */
 	REMU_CNT_COUNT

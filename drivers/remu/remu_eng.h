@@ -1,31 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * remu_eng.h - per-QP state of the data-path engines and their interface:
+ *   remu_eng.c   scheduling: who runs the engines, when, for how long
  *   remu_req.c   requester: send WQEs -> request packets
  *   remu_resp.c  responder: request packets -> placement, receive
  *                completions, ACK/NAK/READ responses/atomic ACKs
  *   remu_comp.c  completer: responses -> send completions, retransmit
  *
- * All three run together, in rounds (remu_eng_run()), by one owner at a
- * time per QP: the QP's work item (qp->send_work on remu_wq), or, for a
- * QP in RTS, the process that rings the doorbell (remu_eng_doorbell(),
- * in its post_send command), which saves the work item's queueing,
- * wake-up and context switch per message.  Ownership is the RUNNING bit
- * of eng.run, taken with test_and_set_bit(); whoever finds it taken sets
- * AGAIN and leaves, and the owner goes round again (remu_eng_own() has
- * the barrier argument).  So the engines are serialised per QP and need
- * no lock for the state below.  The doorbell's caller runs them within
- * the same budget as the work item, and only while the QP is in RTS and
- * its PD has no MR that may fault (ODP, dma-buf: faults are left to the
- * work item); anything else it hands to the work item.  Both run in
- * process context and may sleep (qp->mutex on an error, the MR layer's
- * mutexes); the caller's doorbell is under the uverbs SRCU read lock
- * only.  To stop the engines, wait for the owner, not only the work:
- * remu_eng_wait_run() (the run in progress) and remu_eng_fini()
- * (doorbells in flight, then the work).  The receive softirq (remu_rcv)
- * only queues skbs on qp->eng.rxq.  The rings' consumer sides are taken
- * under their cons_locks (shared with the flush); no spinlock is held
- * across an MR copy.
+ * The three run together, in rounds (remu_eng_run()), by one owner at a
+ * time per QP (the QP's work item, or in RTS the doorbell's caller), so
+ * struct remu_qp_eng needs no lock (remu_eng.c has the rules).  The
+ * receive softirq only queues skbs on eng.rxq.  The rings' consumer sides
+ * are taken under their cons_locks (shared with the flush); no spinlock
+ * is held across an MR copy.
  */
 #ifndef REMU_ENG_H
 #define REMU_ENG_H
@@ -38,11 +25,11 @@
 
 #include "remu_param.h"
 #include "remu_opcode.h"
+#include "remu_net.h"
 
 struct ib_qp_attr;
 struct remu_qp;
 struct remu_mr;
-struct remu_uav;
 
 /* receive queue bound, and the RC window of unacknowledged packets */
 #define REMU_RXQ_MAX		1024
@@ -148,6 +135,12 @@ struct remu_kreg {
 	u64 length;
 };
 
+/* a UD WQE's destination, resolved at post time (remu_qp_eng.uav) */
+struct remu_uav {
+	struct remu_av av;
+	int err;		/* the AH did not resolve: the WQE fails */
+};
+
 /**
  * struct remu_rd_res - a READ or atomic the responder executed, kept so
  *	that a duplicate of it is answered the way IBA asks (the responder
@@ -214,7 +207,7 @@ struct remu_rd_res_set {
  * @timer:	retransmit / RNR timer; queues the work
  * @ptimer:	probe timer (remu_comp.c): after a go-back, resend again
  *		if the hole is not filled within about two round trips
- * @timed_out:	the timer fired (bit 0), the probe timer fired (bit 1)
+ * @timed_out:	which timer fired (REMU_ENG_TIMEOUT, REMU_ENG_PROBE bits)
  * @rtt_t:	RC: ktime (ns) at which @rtt_psn was first sent, 0: no
  *		round trip being timed
  * @rtt_psn:	the AckReq packet being timed
@@ -354,7 +347,7 @@ static inline s32 remu_psn_diff(u32 a, u32 b)
 
 /* the out-of-order map of READ @sw, or NULL */
 static inline struct remu_rd_map *remu_swqe_map(struct remu_qp_eng *e,
-						 struct remu_swqe *sw)
+						struct remu_swqe *sw)
 {
 	return sw->map ? &e->maps->m[sw->map - 1] : NULL;
 }
@@ -377,22 +370,36 @@ static inline u32 remu_swqe_read_end(struct remu_qp_eng *e,
 	return sw->npkts;
 }
 
-/* remu_eng (in remu_req.c): life cycle, called by remu_qp.c */
+/* remu_eng.c: scheduling and life cycle, called by remu_qp.c */
 int remu_eng_init(struct remu_qp *qp);
 void remu_eng_fini(struct remu_qp *qp);
 void remu_eng_modify(struct remu_qp *qp, int cur, int next);
+/**
+ * struct remu_qp_change - a modify_qp, as remu_eng_alloc() looks at it
+ * @attr, @mask: its attributes, already checked
+ * @cur, @next: the state before and after it
+ */
+struct remu_qp_change {
+	const struct ib_qp_attr *attr;
+	int mask;
+	enum ib_qp_state cur;
+	enum ib_qp_state next;
+};
+
 /* what a modify_qp gives the engines (remu_eng_alloc(), remu_eng_set()) */
 struct remu_eng_new {
 	struct remu_rd_res_set *res;
 	struct remu_rd_map_set *maps;
 };
-int remu_eng_alloc(struct remu_qp *qp, const struct ib_qp_attr *attr,
-		   int mask, int cur, int next, struct remu_eng_new *n);
+
+int remu_eng_alloc(struct remu_qp *qp, const struct remu_qp_change *c,
+		   struct remu_eng_new *n);
 void remu_eng_set(struct remu_qp *qp, struct remu_eng_new *n);
 void remu_eng_run(struct remu_qp *qp, bool caller);
 void remu_eng_doorbell(struct remu_qp *qp);
 void remu_eng_wait_run(struct remu_qp *qp);
 void remu_eng_kick(struct remu_qp *qp);
+bool remu_eng_inline_ok(struct remu_qp *qp);
 
 /* requester */
 bool remu_req_run(struct remu_qp *qp, bool caller);
@@ -400,7 +407,7 @@ void remu_req_go_back(struct remu_qp *qp, u32 psn);
 void remu_req_ask_again(struct remu_qp *qp, u32 idx);
 void remu_req_post_av(struct remu_qp *qp);
 void *remu_req_copy(struct remu_qp *qp, u32 idx);
-int remu_req_av(struct remu_qp *qp, void *av);
+int remu_req_av(struct remu_qp *qp, struct remu_av *av);
 
 /* responder */
 void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb);

@@ -62,7 +62,7 @@ struct ib_device *remu_compat_get_by_name(const char *name,
 	mutex_unlock(&remu_dev_lock);
 	return found;
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_compat_get_by_name, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_compat_get_by_name, REMU_TEST_NS);
 #endif
 
 /*
@@ -74,22 +74,10 @@ static bool remu_name_ok(const char *name)
 	return !strstr(name, "rxe") && !strstr(name, "siw");
 }
 
-/**
- * remu_newlink - create a device on @ndev; the rdma_link_ops callback
- * @ibdev_name: the name the user chose
- * @ndev: the Ethernet device, referenced by the caller for the call
- *
- * Context: process context, may sleep; called without rtnl_lock.
- * Return: 0 or a negative errno: -EINVAL for a non-Ethernet netdev or a
- * name another provider would claim, -EEXIST when @ndev already carries a
- * remu device or the name is taken, -EADDRINUSE when UDP port 4791 is
- * taken in @ndev's network namespace, -ENOMEM, or the core's error.
- */
-static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
+/* May a device called @ibdev_name be made on @ndev?  0 or -errno. */
+static int remu_newlink_check(const char *ibdev_name, struct net_device *ndev)
 {
 	struct ib_device *other;
-	struct remu_dev *rdev;
-	int err;
 
 	if (ndev->type != ARPHRD_ETHER) {
 		pr_warn("%s: netdev %s is not an Ethernet device\n",
@@ -107,6 +95,17 @@ static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
 		pr_warn("%s: an RDMA device of that name exists\n", ibdev_name);
 		return -EEXIST;
 	}
+	return 0;
+}
+
+/*
+ * A new device on @ndev, on remu_dev_list (so that a second newlink on
+ * @ndev fails) and holding @ndev; or an ERR_PTR.
+ */
+static struct remu_dev *remu_dev_alloc(const char *ibdev_name,
+				       struct net_device *ndev)
+{
+	struct remu_dev *rdev;
 
 	mutex_lock(&remu_dev_lock);
 	rdev = remu_find_by_netdev(ndev);
@@ -114,40 +113,73 @@ static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
 		pr_warn("%s: netdev %s already carries %s\n", ibdev_name,
 			netdev_name(ndev), dev_name(&rdev->ib_dev.dev));
 		mutex_unlock(&remu_dev_lock);
-		return -EEXIST;
+		return ERR_PTR(-EEXIST);
 	}
 	rdev = ib_alloc_device(remu_dev, ib_dev);
 	if (!rdev) {
 		mutex_unlock(&remu_dev_lock);
-		return -ENOMEM;
+		return ERR_PTR(-ENOMEM);
 	}
 	remu_obj_get(REMU_OBJ_DEV);
 	rdev->ndev = ndev;
 	netdev_hold(ndev, &rdev->ndev_tracker, GFP_KERNEL);
 	list_add_tail(&rdev->list, &remu_dev_list);
 	mutex_unlock(&remu_dev_lock);
+	return rdev;
+}
+
+/*
+ * Everything a device needs before registration.  On error the caller's
+ * ib_dealloc_device() undoes what was done, through dealloc_driver.
+ */
+static int remu_dev_setup(struct remu_dev *rdev)
+{
+	int err;
 
 	remu_init_attr(rdev);
 	remu_mr_dev_init(rdev);
 	remu_limits_apply(rdev);	/* the module parameters max_* */
 	ib_set_device_ops(&rdev->ib_dev, &remu_dev_ops);
-	/* from here on, ib_dealloc_device() undoes all through dealloc_driver */
 	err = remu_dm_dev_init(rdev);	/* the device memory pool */
 	if (err)
-		goto err_dealloc;
+		return err;
 	err = remu_dmabuf_dev_init(rdev);	/* for dma-buf attachments */
 	if (err)
-		goto err_dealloc;
+		return err;
 	err = remu_mcast_dev_init(rdev);	/* the multicast groups */
 	if (err)
-		goto err_dealloc;
+		return err;
 	err = remu_net_dev_add(rdev);	/* UDP 4791 in the netdev's netns */
 	if (err)
-		goto err_dealloc;
-	err = ib_device_set_netdev(&rdev->ib_dev, ndev, 1);
+		return err;
+	return ib_device_set_netdev(&rdev->ib_dev, rdev->ndev, 1);
+}
+
+/**
+ * remu_newlink - create a device on @ndev; the rdma_link_ops callback
+ * @ibdev_name: the name the user chose
+ * @ndev: the Ethernet device, referenced by the caller for the call
+ *
+ * Context: process context, may sleep; called without rtnl_lock.
+ * Return: 0 or a negative errno: -EINVAL for a non-Ethernet netdev or a
+ * name another provider would claim, -EEXIST when @ndev already carries a
+ * remu device or the name is taken, -EADDRINUSE when UDP port 4791 is
+ * taken in @ndev's network namespace, -ENOMEM, or the core's error.
+ */
+static int remu_newlink(const char *ibdev_name, struct net_device *ndev)
+{
+	struct remu_dev *rdev;
+	int err;
+
+	err = remu_newlink_check(ibdev_name, ndev);
+	if (err)
+		return err;
+	rdev = remu_dev_alloc(ibdev_name, ndev);
+	if (IS_ERR(rdev))
+		return PTR_ERR(rdev);
+	err = remu_dev_setup(rdev);
 	if (err)
 		goto err_dealloc;
-
 	err = ib_register_device(&rdev->ib_dev, ibdev_name, NULL);
 	if (err) {
 		/* the core returns -ENFILE for a name that is taken */

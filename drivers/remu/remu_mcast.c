@@ -1,57 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * remu_mcast.c - UD multicast: the device's multicast groups, the QPs
- * attached to each, the IP multicast membership every group holds on the
- * device's netdev, and the delivery of a received multicast packet to
- * each attached QP (docs/multicast.md).
+ * remu_mcast.c - UD multicast (docs/multicast.md).
  *
- * Owns struct remu_mcast, one per device (rdev->mcast): a hash table of
- * groups (struct remu_mcg, keyed by MGID), each with the list of its
- * attachments (struct remu_mca, one per attached QP).  A group lives
- * while a QP is attached to it.  The first attach creates it and makes
- * the netdev a member of the IP group the MGID names, in the netdev's
- * namespace: an IPv4-mapped MGID (::ffff:a.b.c.d) joins the IPv4 group
- * (IGMP), any other the IPv6 group (MLD); the last detach leaves it and
- * frees the group.  The membership is the netdev's own, counted with any
- * other user of the same group (the RDMA CM joins IPv4 groups the same
- * way), so it disappears with the netdev if that goes first.
+ * Owns struct remu_mcast, one per device: a hash table of groups (struct
+ * remu_mcg, by MGID), each with its attached QPs (struct remu_mca).  The
+ * first attach creates a group and makes the netdev a member of the IP
+ * group the MGID names (IPv4-mapped: IGMP, else MLD), counted with the
+ * netdev's other users of it; the last detach leaves it and frees the
+ * group.  The rules are mlx5's: UD QPs and multicast MGIDs only (EINVAL),
+ * the REMU_MAX_MCAST_* limits (ENOMEM), a second attach of a QP counts
+ * (the core detaches each one), a stray detach is EINVAL.
  *
- * The rules, mlx5's (the core checks the first ones before remu sees the
- * call): UD QPs only, a multicast MGID only (EINVAL); at most
- * REMU_MAX_MCAST_GRP groups, REMU_MAX_MCAST_QP_ATTACH QPs per group and
- * REMU_MAX_TOTAL_MCAST_QP_ATTACH attachments per device (ENOMEM);
- * attaching a QP that is attached already succeeds and only counts
- * the attach (the core counts every successful attach in qp->usecnt and
- * detaches each one: the QP stays attached until the last detach);
- * detaching one that is not attached is EINVAL.  A process's double
- * attach and stray detach never get here: uverbs answers them itself,
- * and it refuses to destroy an attached QP (EBUSY, as the core does for
- * kernel QPs through qp->usecnt), detaching everything first only when
- * the process goes away or the device is removed under it.
- *
- * Receive: remu_mcast_rcv() gets every packet to QPN 0xffffff from
- * remu_rcv(); a multicast destination address that names a group hands
- * one copy to each attached QP (skb_clone, the last QP gets the
- * original) through remu_rcv_qp(); the responder then checks each QP's
- * Q_Key on its own copy.  Counted: rcvd_mcast_pkts once per packet that
- * found a group, rcvd_mcast_no_qp for one that found none, rcvd_no_mem
- * for a copy that could not be made.  A QP created
- * with IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK gets no copy of what it sent
- * itself (the IP stack loops a packet back to the sending netdev when
- * the netdev is a member of the group; every other attached QP of the
- * device receives it, as on mlx5).
+ * Receive: remu_mcast_rcv() hands a packet to QPN 0xffffff for a group's
+ * address to each attached QP (skb_clone, the last QP gets the original)
+ * through remu_rcv_qp(), except to a QP created with
+ * IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK that sent it.
  *
  * Locking:
  *   mc->lock (mutex)  attach and detach: the table, the lists' writers
  *                     and the counts (teardown, at dealloc_driver, runs
  *                     alone).  rtnl_lock nests inside it (the IP join
- *                     and leave); neither is ever taken under qp->mutex.
+ *                     and leave); neither is taken under qp->mutex.
  *   RCU               the receive path (softirq, inside the UDP stack's
- *                     rcu_read_lock) walks the table and the lists.  A
- *                     detach unlinks and waits for a grace period before
- *                     it returns, so no receive path holds the QP of a
- *                     detached attachment when the core may destroy the
- *                     QP; the hand-off itself takes qp->ref.
+ *                     rcu_read_lock) walks the table and the lists; a
+ *                     detach waits for a grace period before it returns,
+ *                     so no receive path still holds a detached QP when
+ *                     the core destroys it; the hand-off takes qp->ref.
  */
 #include <linux/hashtable.h>
 #include <linux/igmp.h>
@@ -74,7 +48,7 @@
  * @nattach:	attachments of all groups, under @lock
  */
 struct remu_mcast {
-	struct mutex lock;
+	struct mutex lock;	/* attach and detach (top comment) */
 	DECLARE_HASHTABLE(groups, REMU_MCAST_HASH_BITS);
 	unsigned int ngroups;
 	unsigned int nattach;
@@ -148,10 +122,12 @@ static struct remu_mcg *remu_mcg_find(struct remu_mcast *mc,
 }
 
 /* @qp's attachment to @g, or NULL; under mc->lock */
-static struct remu_mca *remu_mcg_mca(struct remu_mcg *g, struct remu_qp *qp)
+static struct remu_mca *remu_mcg_mca(struct remu_mcast *mc, struct remu_mcg *g,
+				     struct remu_qp *qp)
 {
 	struct remu_mca *a;
 
+	lockdep_assert_held(&mc->lock);
 	list_for_each_entry(a, &g->qps, node)
 		if (a->qp == qp)
 			return a;
@@ -169,6 +145,7 @@ static int remu_mcg_join(struct remu_dev *rdev, const struct in6_addr *mgid)
 	struct in_device *idev;
 	int err = 0;
 
+	lockdep_assert_held(&rdev->mcast->lock);
 	rtnl_lock();
 	if (!ipv6_addr_v4mapped(mgid)) {
 		err = ipv6_dev_mc_inc(rdev->ndev, mgid);
@@ -202,6 +179,59 @@ static void remu_mcg_leave(struct remu_dev *rdev, const struct in6_addr *mgid)
 	rtnl_unlock();
 }
 
+/* May one more QP attach to @g (NULL: a new group)?  Under mc->lock. */
+static bool remu_mcast_room(struct remu_mcast *mc, struct remu_mcg *g)
+{
+	lockdep_assert_held(&mc->lock);
+	if (mc->nattach >= REMU_MAX_TOTAL_MCAST_QP_ATTACH)
+		return false;
+	if (g)
+		return g->nqps < REMU_MAX_MCAST_QP_ATTACH;
+	return mc->ngroups < REMU_MAX_MCAST_GRP;
+}
+
+/*
+ * A new group @mgid, its IP membership taken, not in the table yet; or
+ * an ERR_PTR.  Under mc->lock.
+ */
+static struct remu_mcg *remu_mcg_new(struct remu_dev *rdev,
+				     const struct in6_addr *mgid)
+{
+	struct remu_mcg *g = kzalloc(sizeof(*g), GFP_KERNEL);
+	int err;
+
+	if (!g)
+		return ERR_PTR(-ENOMEM);
+	g->mgid = *mgid;
+	INIT_LIST_HEAD(&g->qps);
+	err = remu_mcg_join(rdev, mgid);
+	if (err) {
+		kfree(g);
+		return ERR_PTR(err);
+	}
+	return g;
+}
+
+/*
+ * Attach @a to @g; @g is also added to the table when it is @new.
+ * Under mc->lock.
+ */
+static void remu_mcg_add(struct remu_mcast *mc, struct remu_mcg *g,
+			 struct remu_mca *a, bool new)
+{
+	lockdep_assert_held(&mc->lock);
+	/* a new group is complete before readers can find it */
+	list_add_tail_rcu(&a->node, &g->qps);
+	g->nqps++;
+	mc->nattach++;
+	remu_obj_get(REMU_OBJ_MCAST_ATTACH);
+	if (new) {
+		hash_add_rcu(mc->groups, &g->node, ipv6_addr_hash(&g->mgid));
+		mc->ngroups++;
+		remu_obj_get(REMU_OBJ_MCAST_GRP);
+	}
+}
+
 /**
  * remu_attach_mcast - attach a UD QP to the multicast group @gid
  * @ibqp: the QP
@@ -221,9 +251,9 @@ int remu_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	struct remu_dev *rdev = qp->rdev;
 	struct remu_mcast *mc = rdev->mcast;
 	struct in6_addr *mgid = (struct in6_addr *)gid->raw;
-	struct remu_mcg *g, *new = NULL;
-	struct remu_mca *a;
-	int err;
+	struct remu_mca *a, *old;
+	struct remu_mcg *g;
+	int err = 0;
 
 	if (ibqp->qp_type != IB_QPT_UD || !rdma_is_multicast_addr(mgid))
 		return -EINVAL;
@@ -235,47 +265,30 @@ int remu_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 
 	mutex_lock(&mc->lock);
 	g = remu_mcg_find(mc, mgid);
+	old = g ? remu_mcg_mca(mc, g, qp) : NULL;
+	if (old) {				/* attached already */
+		old->refs++;
+		goto out_free;
+	}
+	if (!remu_mcast_room(mc, g)) {
+		err = -ENOMEM;
+		goto out_free;
+	}
 	if (g) {
-		struct remu_mca *old = remu_mcg_mca(g, qp);
-
-		err = 0;
-		if (old) {			/* attached already */
-			old->refs++;
+		remu_mcg_add(mc, g, a, false);
+	} else {
+		g = remu_mcg_new(rdev, mgid);
+		if (IS_ERR(g)) {
+			err = PTR_ERR(g);
 			goto out_free;
 		}
-	}
-	err = -ENOMEM;
-	if (mc->nattach >= REMU_MAX_TOTAL_MCAST_QP_ATTACH ||
-	    (g && g->nqps >= REMU_MAX_MCAST_QP_ATTACH) ||
-	    (!g && mc->ngroups >= REMU_MAX_MCAST_GRP))
-		goto out_free;
-	if (!g) {
-		new = kzalloc(sizeof(*new), GFP_KERNEL);
-		if (!new)
-			goto out_free;
-		new->mgid = *mgid;
-		INIT_LIST_HEAD(&new->qps);
-		err = remu_mcg_join(rdev, mgid);
-		if (err)
-			goto out_free;
-		g = new;
-	}
-	/* a new group is complete before readers can find it */
-	list_add_tail_rcu(&a->node, &g->qps);
-	g->nqps++;
-	mc->nattach++;
-	remu_obj_get(REMU_OBJ_MCAST_ATTACH);
-	if (new) {
-		hash_add_rcu(mc->groups, &new->node, ipv6_addr_hash(mgid));
-		mc->ngroups++;
-		remu_obj_get(REMU_OBJ_MCAST_GRP);
+		remu_mcg_add(mc, g, a, true);
 	}
 	mutex_unlock(&mc->lock);
 	return 0;
 
 out_free:
 	mutex_unlock(&mc->lock);
-	kfree(new);
 	kfree(a);
 	return err;
 }
@@ -300,11 +313,12 @@ int remu_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	struct in6_addr *mgid = (struct in6_addr *)gid->raw;
 	struct remu_mca *a = NULL;
 	struct remu_mcg *g;
+	bool last;
 
 	mutex_lock(&mc->lock);
 	g = remu_mcg_find(mc, mgid);
 	if (g)
-		a = remu_mcg_mca(g, qp);
+		a = remu_mcg_mca(mc, g, qp);
 	if (!a) {
 		mutex_unlock(&mc->lock);
 		return -EINVAL;
@@ -315,19 +329,18 @@ int remu_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid, u16 lid)
 	}
 	list_del_rcu(&a->node);
 	mc->nattach--;
-	if (--g->nqps == 0) {
+	last = --g->nqps == 0;
+	if (last) {
 		hash_del_rcu(&g->node);
 		mc->ngroups--;
 		remu_mcg_leave(rdev, mgid);
-	} else {
-		g = NULL;
 	}
 	mutex_unlock(&mc->lock);
 
 	synchronize_rcu();
 	kfree(a);
 	remu_obj_put(REMU_OBJ_MCAST_ATTACH);
-	if (g) {
+	if (last) {	/* the group is unreachable too */
 		kfree(g);
 		remu_obj_put(REMU_OBJ_MCAST_GRP);
 	}
@@ -386,6 +399,9 @@ void remu_mcast_rcv(struct remu_dev *rdev, struct sk_buff *skb,
 	struct sk_buff *copy;
 	struct remu_mca *a;
 	struct remu_mcg *g;
+
+	RCU_LOCKDEP_WARN(!rcu_read_lock_held(),
+			 "multicast receive without rcu_read_lock");
 
 	if (!rdma_is_multicast_addr(&pkt->net.daddr)) {
 		/* QPN 0xffffff to a unicast address: no such QP */

@@ -247,8 +247,8 @@ int remu_mkey_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
 }
 
 /* the layout of a UMR WQE @w, or an ERR_PTR */
-static struct remu_mkey_layout *remu_mkey_layout_new(
-	const struct remu_send_wqe *w, u32 max_entries)
+static struct remu_mkey_layout *
+remu_mkey_layout_new(const struct remu_send_wqe *w, u32 max_entries)
 {
 	u32 n = w->num_sge, i, esz;
 	struct remu_mkey_layout *l;

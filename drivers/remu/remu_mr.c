@@ -1,34 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * remu_mr.c - memory regions and the MR access layer (remu's software MMU).
+ * remu_mr.c - memory regions and the MR access layer (remu's software MMU;
+ * the contract, errnos and lifetime rules are in remu_mr.h).
  *
  * Owns: the per-device key table (struct remu_mr_table; memory windows
- * share its index space, see remu_mw.c), the MR verbs
- * (get_dma_mr, reg_user_mr, alloc_mr, map_mr_sg, dereg_mr), fast
- * registration and invalidation for the engines (remu_mr_fast_reg,
- * remu_mr_invalidate), and every access to MR memory: lookup, check, copy
- * to/from buffers and skbs, atomics, SGE lists, and the process address
- * of a host-memory MR's iova for inline receive.  The contract, the error
- * numbers and the lifetime rules are documented in remu_mr.h.
+ * share its index space), the MR verbs (get_dma_mr, reg_user_mr,
+ * alloc_mr, map_mr_sg, dereg_mr, reg_dm_mr), fast registration and
+ * invalidation for the engines, and every access to MR memory: lookup,
+ * check, copies to and from buffers and skbs, page frags, atomics, FLUSH
+ * and SGE lists.  The KERNEL, UMEM and FAST_REG backings are here; ODP,
+ * DM, dma-buf and indirect keys plug in through their backing ops
+ * (remu_odp.c, remu_dm.c, remu_dmabuf.c, remu_mkey.c).
  *
- * Backings: REMU_MR_KERNEL (kernel linear map), REMU_MR_UMEM (pinned user
- * pages from ib_umem_get), REMU_MR_FAST_REG (map_mr_sg page list, or any
- * entries for IB_MR_TYPE_SG_GAPS) and
- * REMU_MR_DM (device memory; its ops are in remu_dm.c) here; REMU_MR_ODP
- * (on-demand paging) in remu_odp.c, which answers -EAGAIN.  Each
- * translates "byte offset in the MR" to a segment through its
- * remu_mr_backing_ops.  ->map() may return -EAGAIN ("translation missing,
- * fault it in and retry"); remu_mr_map_seg() handles that for every caller
- * although none of these three backings returns it yet: ODP and dma-buf
- * will plug in here without touching the copy loops.
- *
- * Locking (see remu_mr.h for the full rules):
- *  - key table: xa_lock for insert/erase, RCU for lookup, kfree_rcu to free;
- *  - MR lifetime: refcount (owner + accesses in flight) and a completion
- *    that deregistration waits on before releasing the backing;
- *  - state: cmpxchg transitions FREE <-> VALID, xchg to ZOMBIE at dereg;
- *  - atomics: rdev->mrs.atomic_lock (BH-safe spinlock) around the
- *    read-modify-write only; never held across ->map() or a copy.
+ * Locking: xa_lock for inserting and erasing keys, RCU for lookups; MR
+ * lifetime by refcount and a completion; state transitions by cmpxchg
+ * (FREE <-> VALID) and xchg (ZOMBIE); rdev->mrs.atomic_lock around an
+ * atomic's read-modify-write only, never across ->map() or a copy.
  */
 #include <linux/highmem.h>
 #include <linux/ioport.h>
@@ -337,6 +324,11 @@ struct remu_mr *remu_mr_lookup(struct remu_dev *rdev, u32 key,
 
 	rcu_read_lock();
 	mr = xa_load(&rdev->mrs.xa, remu_key_index(key));
+	/*
+	 * acquire: pairs with the cmpxchg() to VALID in remu_mr_fast_reg()
+	 * and remu_mkey_umr_one() (the range and rights are seen with it);
+	 * other MRs are VALID before xa_store() publishes them
+	 */
 	while (mr && (smp_load_acquire(&mr->state) != REMU_MR_VALID ||
 		      READ_ONCE(mr->key) != key ||
 		      !refcount_inc_not_zero(&mr->refs))) {
@@ -353,14 +345,14 @@ struct remu_mr *remu_mr_lookup(struct remu_dev *rdev, u32 key,
 	rcu_read_unlock();
 	return mr;
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_lookup, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_lookup, REMU_TEST_NS);
 
 void remu_mr_put(struct remu_mr *mr)
 {
 	if (refcount_dec_and_test(&mr->refs))
 		complete(&mr->done);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_put, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_put, REMU_TEST_NS);
 
 int remu_mr_check_depth(struct remu_mr *mr, struct remu_pd *pd, u64 iova,
 			u64 len, unsigned int access, unsigned int depth)
@@ -382,7 +374,7 @@ int remu_mr_check(struct remu_mr *mr, struct remu_pd *pd, u64 iova, u64 len,
 {
 	return remu_mr_check_depth(mr, pd, iova, len, access, 0);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_check, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_check, REMU_TEST_NS);
 
 int remu_mr_copy(struct remu_mr *mr, u64 iova, void *buf, u64 len,
 		 enum remu_copy_dir dir)
@@ -390,7 +382,7 @@ int remu_mr_copy(struct remu_mr *mr, u64 iova, void *buf, u64 len,
 	return remu_mr_walk(mr, iova, len, dir == REMU_TO_MR, remu_seg_buf,
 			    buf);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_copy, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_copy, REMU_TEST_NS);
 
 int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 		     int skb_off, u64 len, enum remu_copy_dir dir)
@@ -402,7 +394,7 @@ int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 	return remu_mr_walk(mr, iova, len, dir == REMU_TO_MR, remu_seg_skb,
 			    &pos);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_copy_skb, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_copy_skb, REMU_TEST_NS);
 
 /*
  * Backings whose pages may be handed to the network stack by reference:
@@ -515,7 +507,7 @@ out:
 	remu_mr_unmap_seg(mr, &seg);
 	return err;
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_atomic, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_atomic, REMU_TEST_NS);
 
 static int remu_seg_wb_pmem(void *kaddr, unsigned int n, u64 done,
 			    bool write, void *arg)
@@ -537,6 +529,11 @@ int remu_mr_flush(struct remu_mr *mr, u64 iova, u64 len, bool persistent)
 	if (persistent)
 		err = remu_mr_walk(mr, iova, len, false, remu_seg_wb_pmem,
 				   NULL);
+	/*
+	 * every placement before the response that reports it; the other
+	 * side is the requester completing the FLUSH (its CQE's release),
+	 * after which the consumer reads the memory
+	 */
 	smp_mb();
 	return err;
 }
@@ -552,16 +549,14 @@ struct remu_sge_op {
 };
 
 /* the one loop over an SGE list: lookup, check, then @op on each piece */
-static int remu_sge_walk(struct remu_dev *rdev, struct remu_pd *pd,
-			 const struct remu_sge *sges, int n, u64 offset,
-			 u64 len, unsigned int access,
+static int remu_sge_walk(const struct remu_sgl *sgl, u64 offset, u64 len,
 			 const struct remu_sge_op *op)
 {
 	u64 done = 0;
 	int i, err;
 
-	for (i = 0; i < n && len; i++) {
-		const struct remu_sge *sge = &sges[i];
+	for (i = 0; i < sgl->num && len; i++) {
+		const struct remu_sge *sge = &sgl->sges[i];
 		struct remu_mr *mr;
 		u64 iova, here;
 
@@ -572,10 +567,10 @@ static int remu_sge_walk(struct remu_dev *rdev, struct remu_pd *pd,
 		here = min_t(u64, len, sge->length - offset);
 		if (check_add_overflow(sge->addr, offset, &iova))
 			return -ERANGE;
-		mr = remu_mr_lookup(rdev, sge->lkey, REMU_LKEY);
+		mr = remu_mr_lookup(sgl->rdev, sge->lkey, REMU_LKEY);
 		if (!mr)
 			return -ENOENT;
-		err = remu_mr_check(mr, pd, iova, here, access);
+		err = remu_mr_check(mr, sgl->pd, iova, here, sgl->access);
 		if (!err)
 			err = op->fn(mr, iova, here, done, op);
 		remu_mr_put(mr);
@@ -594,17 +589,16 @@ static int remu_sge_op_buf(struct remu_mr *mr, u64 iova, u64 len, u64 done,
 	return remu_mr_copy(mr, iova, (u8 *)op->buf + done, len, op->dir);
 }
 
-int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
-		  const struct remu_sge *sges, int n, u64 offset, void *buf,
-		  u64 len, enum remu_copy_dir dir, unsigned int access)
+int remu_sge_copy(const struct remu_sgl *sgl, u64 offset, void *buf, u64 len,
+		  enum remu_copy_dir dir)
 {
 	struct remu_sge_op op = {
 		.fn = remu_sge_op_buf, .buf = buf, .dir = dir,
 	};
 
-	return remu_sge_walk(rdev, pd, sges, n, offset, len, access, &op);
+	return remu_sge_walk(sgl, offset, len, &op);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_sge_copy, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_sge_copy, REMU_TEST_NS);
 
 static int remu_sge_op_skb(struct remu_mr *mr, u64 iova, u64 len, u64 done,
 			   const struct remu_sge_op *op)
@@ -613,10 +607,9 @@ static int remu_sge_op_skb(struct remu_mr *mr, u64 iova, u64 len, u64 done,
 				len, op->dir);
 }
 
-int remu_sge_copy_skb(struct remu_dev *rdev, struct remu_pd *pd,
-		      const struct remu_sge *sges, int n, u64 offset,
+int remu_sge_copy_skb(const struct remu_sgl *sgl, u64 offset,
 		      struct sk_buff *skb, int skb_off, u64 len,
-		      enum remu_copy_dir dir, unsigned int access)
+		      enum remu_copy_dir dir)
 {
 	struct remu_sge_op op = {
 		.fn = remu_sge_op_skb, .skb = skb, .skb_off = skb_off,
@@ -625,7 +618,7 @@ int remu_sge_copy_skb(struct remu_dev *rdev, struct remu_pd *pd,
 
 	if (skb_off < 0 || len > skb->len || skb_off > skb->len - len)
 		return -EFAULT;
-	return remu_sge_walk(rdev, pd, sges, n, offset, len, access, &op);
+	return remu_sge_walk(sgl, offset, len, &op);
 }
 
 static int remu_sge_op_frag(struct remu_mr *mr, u64 iova, u64 len, u64 done,
@@ -634,13 +627,12 @@ static int remu_sge_op_frag(struct remu_mr *mr, u64 iova, u64 len, u64 done,
 	return remu_mr_frag_skb(mr, iova, op->skb, len);
 }
 
-int remu_sge_frag_skb(struct remu_dev *rdev, struct remu_pd *pd,
-		      const struct remu_sge *sges, int n, u64 offset,
+int remu_sge_frag_skb(const struct remu_sgl *sgl, u64 offset,
 		      struct sk_buff *skb, u64 len)
 {
 	struct remu_sge_op op = { .fn = remu_sge_op_frag, .skb = skb };
 
-	return remu_sge_walk(rdev, pd, sges, n, offset, len, 0, &op);
+	return remu_sge_walk(sgl, offset, len, &op);
 }
 
 int remu_mr_user_va(struct remu_mr *mr, u64 iova, u64 *va)
@@ -676,7 +668,7 @@ int remu_mr_fast_reg(struct remu_mr *mr, u32 key, unsigned int access,
 		return -EINVAL;
 	return 0;
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_fast_reg, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_fast_reg, REMU_TEST_NS);
 
 int remu_mr_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key)
 {
@@ -699,7 +691,7 @@ int remu_mr_invalidate(struct remu_dev *rdev, struct remu_pd *pd, u32 key)
 	rcu_read_unlock();
 	return err;
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_mr_invalidate, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_mr_invalidate, REMU_TEST_NS);
 
 struct remu_dev *remu_dev_of(struct ib_device *ibdev)
 {
@@ -707,7 +699,7 @@ struct remu_dev *remu_dev_of(struct ib_device *ibdev)
 		return NULL;
 	return to_remu_dev(ibdev);
 }
-REMU_EXPORT_SYMBOL_NS_GPL(remu_dev_of, REMU_TEST);
+EXPORT_SYMBOL_NS_GPL(remu_dev_of, REMU_TEST_NS);
 
 /* ---- key table ---- */
 

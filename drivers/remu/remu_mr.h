@@ -1,105 +1,63 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * remu_mr.h - memory regions and the MR access layer: the device's
- * software MMU.  Every byte the data path reads from or writes into a
- * memory region goes through the functions declared here; nothing else in
- * remu touches MR memory.
+ * remu_mr.h - memory regions and the MR access layer, the device's
+ * software MMU: every byte the data path reads from or writes into a
+ * memory region goes through the functions declared here.  This comment
+ * is the contract; docs/memory-regions.md explains the design.
  *
- * Keys.  lkey == rkey == index << 8 | tag, as on real IB NICs.  The index
- * (24 bits, never 0) names the MR in the per-device xarray and is handed out
- * cyclically, so a freed index is not reused soon and a stale key misses.
- * The tag (low 8 bits) is random at each registration (remu_key_new(),
- * as rxe and real NICs vary it, so that a key is not the previous one
- * plus one; the PD and the QP, not the key, are the protection) and is
- * chosen by the consumer on each fast registration (ib_inc_rkey()).  The
- * index cursor starts at a random point per device.  A lookup matches
+ * Keys: lkey == rkey == index << 8 | tag.  The 24-bit index (never 0,
+ * handed out cyclically from a random start per device) names the MR in
+ * the per-device xarray; the tag is random per registration, or the
+ * consumer's on each fast registration (ib_inc_rkey()).  A lookup matches
  * all 32 bits.
  *
- * How the engines use the layer (requester gather, responder scatter,
- * READ responses, atomics):
+ * Use (the engines):
  *
- *	mr = remu_mr_lookup(rdev, key, REMU_RKEY);	// reference taken
+ *	mr = remu_mr_lookup(rdev, lkey, REMU_LKEY);	// reference taken
  *	if (!mr)
  *		-> invalid key
- *	err = remu_mr_check(mr, qp_pd, iova, len, IB_ACCESS_REMOTE_WRITE);
+ *	err = remu_mr_check(mr, qp_pd, iova, len, IB_ACCESS_LOCAL_WRITE);
  *	if (!err)
  *		err = remu_mr_copy_skb(mr, iova, skb, off, len, REMU_TO_MR);
  *	remu_mr_put(mr);
  *
- * or, for a local SGE list, remu_sge_copy() which does all of it.  Error
- * numbers are distinct so that each maps to one completion status:
+ * or remu_sge_copy() for a whole SGE list (struct remu_sgl).  A key from
+ * the wire may also name a memory window: the responder uses
+ * remu_rkey_get()/remu_rkey_check()/remu_rkey_put() (remu_mw.c), whose
+ * descriptor is the MR plus the range and rights the key grants.  The
+ * errnos are distinct, one per completion status:
  *
- *	lookup NULL / -ENOENT	key names no valid MR (bad index, wrong tag,
- *				invalidated, deregistered)
- *	-EPERM			MR belongs to another PD
- *	-ERANGE			[iova, iova + len) not inside the MR (incl.
- *				64-bit overflow)
- *	-EACCES			MR lacks the access right asked for
+ *	lookup NULL / -ENOENT	no valid MR under the key
+ *	-EPERM			MR of another PD
+ *	-ERANGE			[iova, iova + len) not inside the MR
+ *	-EACCES			the MR lacks the right asked for
  *	-EINVAL			misaligned atomic; bad fast-reg parameters
  *	-EMSGSIZE		SGE list shorter than offset + len
  *	-EFAULT			translation failed (backing gone or broken)
  *
- * Backings.  An MR's memory is reached through its backing (enum
- * remu_mr_kind): kernel memory (get_dma_mr), pinned user memory (ib_umem),
- * a fast-registration page list (alloc_mr + map_mr_sg + REG_MR), on-demand
- * paging (remu_odp.c), device memory (remu_dm.c), dma-buf
- * (remu_dmabuf.c) and indirect keys made of pieces of other keys
- * (remu_mkey.c, which the map loop and remu_mr_check() call directly).  Each backing provides
- * struct remu_mr_backing_ops; the copy loops only ever see segments
- * (struct remu_mr_seg): a page + offset or a kernel address, and a length
- * that is contiguous there.  A backing's ->map() may answer -EAGAIN: "the
- * translation is missing (not faulted in yet, or invalidated under you):
- * call ->fault() and retry".  Every loop in remu_mr.c honours that contract
- * although the pinned, kernel and fast-reg backings never return -EAGAIN;
- * ODP (fault via ib_umem_odp_map_dma_and_lock) and dma-buf (re-vmap after
- * move_notify) will.  A successful ->map() may hold a backing lock (ODP's
- * umem_mutex, a dma-buf mapping) that ->unmap() drops, so a backing can
- * keep invalidation out for exactly as long as one segment is touched.
- *
- * Memory windows (remu_mw.c).  A window's rkey has the same format and
- * shares the 24-bit index space: its index is reserved in the MR xarray
- * (an xa_alloc'ed NULL entry, so MR lookups miss it) and the window itself
- * sits at the same index in mrs.mw_xa.  The responder never calls
- * remu_mr_lookup() with a key from the wire: remu_rkey_get() finds the MR
- * or the window that an rkey names and returns an access descriptor
- * (struct remu_rkey): the MR, referenced, plus the range, rights, PD and,
- * for a type 2B window, the QP that the key grants.  remu_rkey_check()
- * checks an access against the descriptor, the copy functions then take
- * rkey.mr and the same iova (windows are not zero based), and
- * remu_rkey_put() drops the reference.  The descriptor is a snapshot taken
- * under the window's lock: an access that got it before a rebind or an
- * invalidation finishes inside the old window, on memory that stays
- * registered until it is done (it holds an MR reference); one that looks
- * the key up afterwards misses.  A bound window counts in mr->num_mw, so
- * its MR cannot be deregistered (-EBUSY) until every window on it is
- * unbound, invalidated or deallocated; remu_mr_mw_get() counts it under
- * the MR xarray's lock, which deregistration holds while it checks.
- * LOCAL_INV and SEND_WITH_INV go through remu_key_invalidate(), which
- * invalidates a type 2B window or calls remu_mr_invalidate().
+ * Backings (enum remu_mr_kind) provide struct remu_mr_backing_ops, and
+ * the copy loops see only segments (struct remu_mr_seg).  ->map() may
+ * answer -EAGAIN (translation missing: ->fault(), then retry; ODP and
+ * dma-buf do) and may keep a backing lock until ->unmap(), so that an
+ * invalidation waits for the one segment being touched.
  *
  * Lifetime and locking:
- *  - The xarray (xa_lock) only changes at registration and deregistration.
- *    Lookups are lockless under RCU: xa_load, check state and key, then
- *    refcount_inc_not_zero.  MRs are freed with kfree_rcu.
- *  - mr->refs starts at 1 (the owner's reference).  Deregistration unpublishes
- *    the key, drops the owner's reference and waits on mr->done until every
- *    access in flight has called remu_mr_put(); only then is the backing
- *    released.  So no access ever outlives the memory it touches.
- *  - ibv_rereg_mr keeps the keys: remu_mr_replace() stores the new MR at
- *    the old one's index under its key before the old one becomes a
- *    ZOMBIE, and a lookup that meets the ZOMBIE loads the index again;
- *    the old MR's deregistration then waits as above and leaves the index
- *    to the new MR (remu_rereg.c).
- *  - mr->state and mr->key of a fast-reg MR are changed by the engine
- *    processing that QP's REG_MR / LOCAL_INV / SEND_WITH_INV; readers use
- *    acquire/release ordering (key and parameters are written before the
- *    state becomes VALID).  The verbs say a consumer must not invalidate or
- *    re-map an MR while its own operations on it are outstanding.
- *  - Atomics take the per-device atomic_lock (a spinlock, BH-safe) around
- *    the read-modify-write, after the segment has been mapped, so they are
- *    atomic with respect to every other remu atomic on the device.
- *  - Copies may sleep (a backing may fault); never call them under a
- *    spinlock or from hard/soft interrupt context.
+ *  - the xarray changes under xa_lock, at registration and
+ *    deregistration; lookups are lockless under RCU (xa_load, state and
+ *    key, refcount_inc_not_zero); MRs are freed with kfree_rcu;
+ *  - mr->refs is the owner's reference plus one per access in flight:
+ *    deregistration unpublishes the key, drops the owner's reference and
+ *    waits on mr->done before it releases the backing, so no access
+ *    outlives the memory it touches.  A bound window counts in
+ *    mr->num_mw (under xa_lock) and makes deregistration fail (-EBUSY);
+ *  - rereg keeps the keys: remu_mr_replace() stores the new MR at the old
+ *    index before the old one becomes a ZOMBIE, which lookups skip;
+ *  - a fast-reg or indirect MR's key, range and rights are written before
+ *    a cmpxchg() makes it VALID, and read after an acquire of the state;
+ *  - atomics hold rdev->mrs.atomic_lock (BH-safe) around the
+ *    read-modify-write only;
+ *  - copies may sleep (a backing may fault): process context, no
+ *    spinlock held.
  */
 #ifndef REMU_MR_H
 #define REMU_MR_H
@@ -404,7 +362,7 @@ int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
  * under the umem_mutex that ->map() holds.  The references keep the pages
  * alive after the MR is deregistered or the range invalidated; the bytes
  * are what the memory held when the ICRC was computed, or the peer drops
- * the packet for its ICRC (see docs/performance.md, step 5).
+ * the packet for its ICRC (see docs/performance-log.md, step 5).
  *
  * Context: process context, may sleep (ODP faults).
  * Return: 0; -EOPNOTSUPP (another backing, or a page without struct
@@ -445,24 +403,36 @@ int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
 int remu_mr_flush(struct remu_mr *mr, u64 iova, u64 len, bool persistent);
 
 /**
- * remu_sge_copy - copy between a buffer and the memory an SGE list names
- * @rdev:	device
+ * struct remu_sgl - an SGE list with what every access through it needs
+ * @rdev:	device the lkeys belong to
  * @pd:		PD of the QP (each SGE's MR must belong to it)
  * @sges:	the list; zero-length SGEs are skipped without a key lookup
- * @n:		entries
+ * @num:	entries
+ * @access:	rights each MR must grant: IB_ACCESS_LOCAL_WRITE to scatter
+ *		into a receive WQE or a READ/atomic response, 0 to gather
+ */
+struct remu_sgl {
+	struct remu_dev *rdev;
+	struct remu_pd *pd;
+	const struct remu_sge *sges;
+	int num;
+	unsigned int access;
+};
+
+/**
+ * remu_sge_copy - copy between a buffer and the memory an SGE list names
+ * @sgl:	the list, its PD and the rights asked for
  * @offset:	bytes of the list to skip first (a message's later packets)
  * @buf:	kernel buffer
  * @len:	bytes to copy
- * @dir:	REMU_TO_MR (scatter into a receive WQE) or REMU_FROM_MR (gather)
- * @access:	rights each MR must grant (IB_ACCESS_LOCAL_WRITE to scatter)
+ * @dir:	REMU_TO_MR (scatter) or REMU_FROM_MR (gather)
  *
  * Context: process context, may sleep.
  * Return: 0; -ENOENT (bad lkey), -EPERM, -ERANGE, -EACCES, -EFAULT as
  * above; -EMSGSIZE if the list holds fewer than @offset + @len bytes.
  */
-int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
-		  const struct remu_sge *sges, int n, u64 offset, void *buf,
-		  u64 len, enum remu_copy_dir dir, unsigned int access);
+int remu_sge_copy(const struct remu_sgl *sgl, u64 offset, void *buf, u64 len,
+		  enum remu_copy_dir dir);
 
 /**
  * remu_sge_copy_skb - remu_sge_copy() to or from packet payload
@@ -471,21 +441,19 @@ int remu_sge_copy(struct remu_dev *rdev, struct remu_pd *pd,
  * Other parameters, context and return: as remu_sge_copy(); -EFAULT also
  * if @skb is shorter than @skb_off + @len.
  */
-int remu_sge_copy_skb(struct remu_dev *rdev, struct remu_pd *pd,
-		      const struct remu_sge *sges, int n, u64 offset,
+int remu_sge_copy_skb(const struct remu_sgl *sgl, u64 offset,
 		      struct sk_buff *skb, int skb_off, u64 len,
-		      enum remu_copy_dir dir, unsigned int access);
+		      enum remu_copy_dir dir);
 
 /**
  * remu_sge_frag_skb - gather an SGE list into @skb by reference
- * @rdev, @pd, @sges, @n, @offset, @len: as remu_sge_copy() (a local read)
+ * @sgl, @offset, @len: as remu_sge_copy() (a local read: @sgl->access 0)
  * @skb:	packet being built: remu_mr_frag_skb() for each piece
  *
  * Return: as remu_sge_copy(), or -EOPNOTSUPP / -E2BIG when a piece cannot
  * be referenced (see remu_mr_frag_skb()): free @skb and copy instead.
  */
-int remu_sge_frag_skb(struct remu_dev *rdev, struct remu_pd *pd,
-		      const struct remu_sge *sges, int n, u64 offset,
+int remu_sge_frag_skb(const struct remu_sgl *sgl, u64 offset,
 		      struct sk_buff *skb, u64 len);
 
 /**
@@ -658,8 +626,10 @@ int remu_dealloc_mw(struct ib_mw *ibmw);
 void remu_mw_dev_init(struct remu_dev *rdev);
 void remu_mw_dev_fini(struct remu_dev *rdev);
 
-/* remu_mr.c, for remu_mw.c: count a window bound to @mr, unless @mr is
- * being deregistered (false); and uncount it */
+/*
+ * remu_mr.c, for remu_mw.c: count a window bound to @mr, unless @mr is
+ * being deregistered (false); and uncount it
+ */
 bool remu_mr_mw_get(struct remu_mr *mr);
 void remu_mr_mw_put(struct remu_mr *mr);
 

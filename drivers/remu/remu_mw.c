@@ -1,37 +1,33 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * remu_mw.c - memory windows (type 1 and type 2B) and the rkey lookup that
- * finds either an MR or a window.
+ * finds either an MR or a window (docs/memory-windows.md).
  *
- * Owns: the window objects (struct remu_window, one per ib_mw), the
- * alloc_mw/dealloc_mw verbs, the execution of bind WQEs
- * (IB_UVERBS_WR_BIND_MW; ibv_bind_mw of a type 1 window is a bind WQE
- * too, posted by libremu), the invalidation of type 2B windows by
- * LOCAL_INV and SEND_WITH_INV (remu_key_invalidate()), and remu_rkey_get()
- * / remu_rkey_check(), the responder's access descriptor for an rkey.
- * The design and the contract are in remu_mr.h ("Memory windows") and
- * docs/memory-windows.md.  alloc_mw with remu's driver command
- * (REMU_ALLOC_MW_INDIRECT) makes an indirect key instead, an MR owned by
- * remu_mkey.c that rides on the uverbs MW object (docs/indirect-keys.md).
+ * Owns: the windows (struct remu_window, one per ib_mw), alloc_mw and
+ * dealloc_mw, bind WQEs (IB_UVERBS_WR_BIND_MW; libremu posts ibv_bind_mw
+ * of a type 1 window as one), LOCAL_INV and SEND_WITH_INV of any key
+ * (remu_key_invalidate(): a type 2B window here, an MR in remu_mr.c), and
+ * the responder's access descriptor for an rkey (remu_rkey_get(),
+ * remu_rkey_check()): the MR, referenced, with the range and rights the
+ * key grants, a snapshot taken under the window's lock, so an access that
+ * got it before a rebind or an invalidation finishes inside the old
+ * window on memory that stays registered.  alloc_mw with
+ * REMU_ALLOC_MW_INDIRECT makes an indirect key instead (remu_mkey.c).
  *
  * Keys: a window's index is reserved in the MR xarray (a NULL entry, so
- * remu_mr_lookup() misses it and no MR can take it) and the window is
- * stored at the same index in mrs.mw_xa.  The tag is random at
- * allocation (remu_key_new()); each bind installs the key the WQE carries (type 1:
- * libremu's ibv_inc_rkey() of the old one; type 2B: the consumer's).
+ * MR lookups miss it) and the window is stored at the same index in
+ * mrs.mw_xa.  The tag is random at allocation; a bind installs the key
+ * its WQE carries (type 1: libremu's ibv_inc_rkey() of the old one).
  *
  * Locking:
  *  - win->lock (a plain spinlock: binds, invalidations and lookups all run
- *    in process context, the engines' work items or verbs) protects the
- *    bind state: key, mr, addr, length, access, qpn, dead.  It is held
- *    only to read or swap those fields, never across a copy.
- *  - A bound window's MR is counted in mr->num_mw (remu_mr_mw_get()), so
- *    it cannot be deregistered; lookups take an MR reference under
- *    win->lock while the window holds that count, so the MR outlives any
- *    access that got the descriptor.
- *  - Windows are found under RCU (xa_load on mw_xa) and freed with
- *    kfree_rcu; the core frees struct remu_mw itself, which the data path
- *    never reaches.
+ *    in process context) protects the bind state (key, mr, addr, length,
+ *    access, qpn, dead), held only to read or swap it, never across a
+ *    copy;
+ *  - a bound window counts in its MR's num_mw (remu_mr_mw_get()), so the
+ *    MR cannot be deregistered, and a lookup takes its MR reference under
+ *    win->lock: the MR outlives any access that got the descriptor;
+ *  - windows are found under RCU and freed with kfree_rcu.
  */
 #include <linux/overflow.h>
 #include <linux/slab.h>
@@ -59,7 +55,7 @@
  * @rcu:	for kfree_rcu
  */
 struct remu_window {
-	spinlock_t lock;
+	spinlock_t lock;	/* the bind state (see above) */
 	struct remu_pd *pd;
 	enum ib_mw_type type;
 	u32 index;
@@ -167,6 +163,7 @@ static int remu_mw_check_mr(struct remu_mr *mr, struct remu_pd *pd,
 static int remu_mw_may_bind(struct remu_window *win, struct remu_pd *pd,
 			    const struct remu_mw_bind *b)
 {
+	lockdep_assert_held(&win->lock);
 	if (win->dead)
 		return -EINVAL;
 	if (win->pd != pd)

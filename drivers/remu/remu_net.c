@@ -5,47 +5,33 @@
  *
  * Owns:
  * - one UDP tunnel socket pair (IPv4 and IPv6, port 4791) per network
- *   namespace that holds at least one remu device (struct remu_ns, on
- *   remu_ns_list).  The first device in a namespace creates it at newlink,
- *   in the namespace of its netdev; the last device's dealloc_driver
- *   frees it.  If the namespace itself goes away first, its pernet exit
- *   releases the sockets at once (its devices are on their way out too:
- *   their netdevs are unregistered right after) and the entry lives on,
- *   socketless, until its last device is gone.  If port 4791 is taken in
- *   the namespace (rdma_rxe binds it in the initial one), newlink fails
- *   with EADDRINUSE.
- * - transmit: remu_net_alloc_skb() gives the engines an skb with room for
- *   every header and the BTH laid out, and the payload in its linear part
- *   (up to 512 bytes of it in a page fragment, remu_net_skb());
- *   remu_net_alloc_skb_ref() one whose payload the engines attach by
- *   reference as page frags of the memory region, and remu_net_end_ref()
- *   appends its pad and ICRC as one more frag (tx_frag_pkts counts them
- *   at remu_net_xmit()); remu_net_xmit() routes it in the
- *   netdev's namespace (an RC/UC QP's route is kept in the QP's per-CPU
- *   dst_cache, remu_av.dcache, and looked up again only when the route
- *   is no longer valid or the path changed), adds UDP and IPv4/IPv6
- *   headers, stores the ICRC and hands it to the IP stack; or, for a
- *   local address of a remu device in the same namespace, straight to
- *   that device's receive path (remu_net_loopback(): no IP stack, no lo,
- *   no ICRC, every other receive check still made).  A remu device in
- *   another namespace is reached through the IP stack (the veth), and
- *   its packets come back in through the receive path like any packet.
- * - receive: remu_udp_encap_rcv() runs in softirq for each datagram to
- *   4791, finds the remu device (by ingress netdev, or for packets to a
- *   local address arriving on lo, by destination address), validates the
- *   packet (IP options, lengths, ICRC, BTH version, opcode, pad, P_Key),
- *   counts every drop by reason and hands a parsed struct remu_pkt to
- *   remu_rcv(), which belongs to the engines.
+ *   namespace holding a remu device (struct remu_ns, on remu_ns_list):
+ *   made by the first device's newlink in its netdev's namespace, freed
+ *   by the last device's dealloc_driver, or released at once by the
+ *   namespace's pernet exit (the entry lives on, socketless, until its
+ *   last device is gone).  With port 4791 taken (rdma_rxe binds it in the
+ *   initial namespace) newlink fails with EADDRINUSE.
+ * - transmit: packets for the engines to fill, the payload in the linear
+ *   part (remu_net_alloc_skb()) or attached by reference as page frags
+ *   (remu_net_alloc_skb_ref(), remu_net_end_ref()); remu_net_xmit()
+ *   routes in the netdev's namespace (RC/UC through the QP's per-CPU
+ *   dst_cache), adds the UDP and IP headers and the ICRC and hands the
+ *   packet to the IP stack, or, to an address of a remu device in the same
+ *   namespace, straight to that device's receive path without an ICRC
+ *   (remu_net_loopback()).
+ * - receive: remu_udp_encap_rcv() (softirq) finds the remu device (by
+ *   ingress netdev, or on lo by destination address), checks the packet
+ *   (IP options, lengths, ICRC, BTH version, opcode, pad, P_Key), counts
+ *   every drop by reason and hands a parsed struct remu_pkt to remu_rcv().
  *
  * Locking: remu_ns_lock (a mutex) protects remu_ns_list, each entry's
- * socket pointers and user count, and the device lists' writers.  The
- * receive path reads the socket's sk_user_data and the device list under
- * RCU only (the UDP stack calls encap_rcv inside rcu_read_lock); entries
- * and devices are freed only after a grace period.  remu_ns_lock nests
- * inside nothing of remu's; no rtnl_lock is taken under it.  Nothing on
- * the receive path sleeps.  The loopback path runs the receive path in
- * the sender's context, with BH off and under rcu_read_lock as in softirq;
- * the receive path never sends, so it never recurses.
+ * sockets and user count, and the device lists' writers; it nests inside
+ * nothing of remu's and no rtnl_lock is taken under it.  The receive path
+ * reads sk_user_data and the device lists under RCU only (encap_rcv runs
+ * inside rcu_read_lock); entries and devices are freed after a grace
+ * period.  Nothing on the receive path sleeps.  The loopback path runs it
+ * in the sender's context, with BH off and under rcu_read_lock as in
+ * softirq; it never sends, so it never recurses.
  */
 #include <linux/debugfs.h>
 #include <linux/if_vlan.h>
@@ -462,6 +448,71 @@ int remu_net_end_ref(struct sk_buff *skb, const struct remu_pkt *pkt)
 	return 0;
 }
 
+static struct dst_entry *remu_route4(struct net *net, struct net_device *ndev,
+				     const struct remu_av *av)
+{
+	struct flowi4 fl4 = {
+		.flowi4_oif = ndev->ifindex,
+		.flowi4_proto = IPPROTO_UDP,
+		REMU_FLOWI4_TOS(av->tclass),
+		.saddr = av->saddr.s6_addr32[3],
+		.daddr = av->daddr.s6_addr32[3],
+	};
+	struct rtable *rt;
+	__be32 saddr;
+
+	if (av->dcache) {
+		local_bh_disable();
+		rt = dst_cache_get_ip4(av->dcache, &saddr);
+		local_bh_enable();
+		if (rt)
+			return &rt->dst;
+	}
+	rt = ip_route_output_key(net, &fl4);
+	if (IS_ERR(rt))
+		return ERR_CAST(rt);
+	if (av->dcache) {
+		local_bh_disable();
+		dst_cache_set_ip4(av->dcache, &rt->dst, fl4.saddr);
+		local_bh_enable();
+	}
+	return &rt->dst;
+}
+
+static struct dst_entry *remu_route6(struct net *net, struct net_device *ndev,
+				     const struct remu_av *av)
+{
+#if IS_ENABLED(CONFIG_IPV6)
+	struct flowi6 fl6 = {
+		.flowi6_oif = ndev->ifindex,
+		.flowi6_proto = IPPROTO_UDP,
+		.flowlabel = ip6_make_flowinfo(av->tclass,
+					       htonl(av->flow_label)),
+		.saddr = av->saddr,
+		.daddr = av->daddr,
+	};
+	struct dst_entry *dst;
+	struct in6_addr saddr;
+
+	if (av->dcache) {
+		local_bh_disable();
+		dst = dst_cache_get_ip6(av->dcache, &saddr);
+		local_bh_enable();
+		if (dst)
+			return dst;
+	}
+	dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
+	if (!IS_ERR(dst) && av->dcache) {
+		local_bh_disable();
+		dst_cache_set_ip6(av->dcache, dst, &fl6.saddr);
+		local_bh_enable();
+	}
+	return dst;
+#else
+	return ERR_PTR(-EAFNOSUPPORT);
+#endif
+}
+
 /*
  * The route of @av, referenced: from @av->dcache when it holds one that is
  * still valid (dst_cache checks the route's generation on every get), else
@@ -470,69 +521,83 @@ int remu_net_end_ref(struct sk_buff *skb, const struct remu_pkt *pkt)
 static struct dst_entry *remu_route(struct net *net, struct net_device *ndev,
 				    const struct remu_av *av)
 {
-	if (av->family == AF_INET) {
-		struct flowi4 fl4 = {
-			.flowi4_oif = ndev->ifindex,
-			.flowi4_proto = IPPROTO_UDP,
-			REMU_FLOWI4_TOS(av->tclass),
-			.saddr = av->saddr.s6_addr32[3],
-			.daddr = av->daddr.s6_addr32[3],
-		};
-		struct rtable *rt;
-		__be32 saddr;
-
-		if (av->dcache) {
-			local_bh_disable();
-			rt = dst_cache_get_ip4(av->dcache, &saddr);
-			local_bh_enable();
-			if (rt)
-				return &rt->dst;
-		}
-		rt = ip_route_output_key(net, &fl4);
-		if (IS_ERR(rt))
-			return ERR_CAST(rt);
-		if (av->dcache) {
-			local_bh_disable();
-			dst_cache_set_ip4(av->dcache, &rt->dst, fl4.saddr);
-			local_bh_enable();
-		}
-		return &rt->dst;
-	}
-#if IS_ENABLED(CONFIG_IPV6)
-	{
-		struct flowi6 fl6 = {
-			.flowi6_oif = ndev->ifindex,
-			.flowi6_proto = IPPROTO_UDP,
-			.flowlabel = ip6_make_flowinfo(av->tclass,
-						       htonl(av->flow_label)),
-			.saddr = av->saddr,
-			.daddr = av->daddr,
-		};
-		struct dst_entry *dst;
-		struct in6_addr saddr;
-
-		if (av->dcache) {
-			local_bh_disable();
-			dst = dst_cache_get_ip6(av->dcache, &saddr);
-			local_bh_enable();
-			if (dst)
-				return dst;
-		}
-		dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
-		if (!IS_ERR(dst) && av->dcache) {
-			local_bh_disable();
-			dst_cache_set_ip6(av->dcache, dst, &fl6.saddr);
-			local_bh_enable();
-		}
-		return dst;
-	}
-#endif
-	return ERR_PTR(-EAFNOSUPPORT);
+	if (av->family == AF_INET)
+		return remu_route4(net, ndev, av);
+	return remu_route6(net, ndev, av);
 }
 
 static bool remu_net_loopback(struct remu_dev *rdev,
 			      const struct dst_entry *dst,
 			      struct sk_buff *skb);
+
+/* the UDP header in front of the BTH (no checksum, as RoCEv2 senders do) */
+static void remu_net_push_udp(struct sk_buff *skb, const struct remu_av *av)
+{
+	struct udphdr *uh = skb_push(skb, sizeof(*uh));
+
+	skb_reset_transport_header(skb);
+	uh->source = av->sport;
+	uh->dest = htons(REMU_ROCE_V2_PORT);
+	uh->len = htons(skb->len);
+	uh->check = 0;
+}
+
+/* the IPv4 header, DF set, its checksum left to the IP stack */
+static void remu_net_push_ip4(struct net *net, struct sk_buff *skb,
+			      const struct remu_av *av,
+			      const struct dst_entry *dst)
+{
+	struct iphdr *iph = skb_push(skb, sizeof(*iph));
+
+	skb_reset_network_header(skb);
+	iph->version = 4;
+	iph->ihl = sizeof(*iph) / 4;
+	iph->tos = av->tclass;
+	iph->tot_len = htons(skb->len);
+	iph->frag_off = htons(IP_DF);
+	iph->ttl = av->hop_limit ?: ip4_dst_hoplimit(dst);
+	iph->protocol = IPPROTO_UDP;
+	iph->check = 0;
+	iph->saddr = av->saddr.s6_addr32[3];
+	iph->daddr = av->daddr.s6_addr32[3];
+	__ip_select_ident(net, iph, 1);
+	skb->protocol = htons(ETH_P_IP);
+	memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
+}
+
+static void remu_net_push_ip6(struct sk_buff *skb, const struct remu_av *av,
+			      struct dst_entry *dst)
+{
+	struct ipv6hdr *ip6h = skb_push(skb, sizeof(*ip6h));
+
+	skb_reset_network_header(skb);
+	ip6_flow_hdr(ip6h, av->tclass, htonl(av->flow_label));
+	ip6h->payload_len = htons(skb->len - sizeof(*ip6h));
+	ip6h->nexthdr = IPPROTO_UDP;
+	ip6h->hop_limit = av->hop_limit ?: ip6_dst_hoplimit(dst);
+	ip6h->saddr = av->saddr;
+	ip6h->daddr = av->daddr;
+	skb->protocol = htons(ETH_P_IPV6);
+	memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
+}
+
+/*
+ * The finished packet (headers final: what the ICRC covers is on the wire
+ * now) gets its ICRC and goes to the IP stack.  Return: 0 or an errno.
+ */
+static int remu_net_out(struct net *net, struct sk_buff *skb,
+			const struct remu_bth *bth)
+{
+	__le32 icrc = cpu_to_le32(remu_icrc(skb, bth));
+	int err;
+
+	skb_store_bits(skb, skb->len - REMU_ICRC_LEN, &icrc, sizeof(icrc));
+	if (skb->protocol == htons(ETH_P_IP))
+		err = ip_local_out(net, skb->sk, skb);
+	else
+		err = ip6_local_out(net, skb->sk, skb);
+	return net_xmit_eval(err);
+}
 
 /**
  * remu_net_xmit - send a packet built on remu_net_alloc_skb()
@@ -561,8 +626,6 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 	const struct remu_bth *bth = (const struct remu_bth *)skb->data;
 	struct net *net = dev_net(rdev->ndev);
 	struct dst_entry *dst;
-	struct udphdr *uh;
-	__le32 icrc;
 	int err;
 
 	if (skb_is_nonlinear(skb))
@@ -575,60 +638,18 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 		kfree_skb(skb);
 		goto err;
 	}
-
-	uh = skb_push(skb, sizeof(*uh));
-	skb_reset_transport_header(skb);
-	uh->source = av->sport;
-	uh->dest = htons(REMU_ROCE_V2_PORT);
-	uh->len = htons(skb->len);
-	uh->check = 0;
-
-	if (av->family == AF_INET) {
-		struct iphdr *iph = skb_push(skb, sizeof(*iph));
-
-		skb_reset_network_header(skb);
-		iph->version = 4;
-		iph->ihl = sizeof(*iph) / 4;
-		iph->tos = av->tclass;
-		iph->tot_len = htons(skb->len);
-		iph->frag_off = htons(IP_DF);
-		iph->ttl = av->hop_limit ?: ip4_dst_hoplimit(dst);
-		iph->protocol = IPPROTO_UDP;
-		iph->check = 0;
-		iph->saddr = av->saddr.s6_addr32[3];
-		iph->daddr = av->daddr.s6_addr32[3];
-		__ip_select_ident(net, iph, 1);
-		skb->protocol = htons(ETH_P_IP);
-		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
-	} else {
-		struct ipv6hdr *ip6h = skb_push(skb, sizeof(*ip6h));
-
-		skb_reset_network_header(skb);
-		ip6_flow_hdr(ip6h, av->tclass, htonl(av->flow_label));
-		ip6h->payload_len = htons(skb->len - sizeof(*ip6h));
-		ip6h->nexthdr = IPPROTO_UDP;
-		ip6h->hop_limit = av->hop_limit ?: ip6_dst_hoplimit(dst);
-		ip6h->saddr = av->saddr;
-		ip6h->daddr = av->daddr;
-		skb->protocol = htons(ETH_P_IPV6);
-		memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
-	}
+	remu_net_push_udp(skb, av);
+	if (av->family == AF_INET)
+		remu_net_push_ip4(net, skb, av, dst);
+	else
+		remu_net_push_ip6(skb, av, dst);
 	skb_dst_set(skb, dst);
 	skb->dev = dst->dev;
 
 	/* never on a wire: no ICRC to compute (remu_net_loopback()) */
 	if (remu_net_loopback(rdev, dst, skb))
 		return 0;
-
-	/* the headers are final: what the ICRC covers is on the wire now */
-	icrc = cpu_to_le32(remu_icrc(skb, bth));
-	skb_store_bits(skb, skb->len - REMU_ICRC_LEN, &icrc, sizeof(icrc));
-
-	if (skb->protocol == htons(ETH_P_IP))
-		err = ip_local_out(net, skb->sk, skb);
-	else
-		err = ip6_local_out(net, skb->sk, skb);
-	err = net_xmit_eval(err);
+	err = remu_net_out(net, skb, bth);
 	if (err)
 		goto err;
 	remu_count(rdev, REMU_CNT_SENT_PKTS);
@@ -725,6 +746,119 @@ static void remu_rx_net(struct sk_buff *skb, struct remu_pkt *pkt)
 	}
 }
 
+/**
+ * struct remu_rx_check - a datagram going through remu_net_rx()'s checks
+ * @skb:	the datagram, data at the UDP header, then at the BTH
+ * @local:	from remu_net_loopback(): no ICRC to check
+ * @why:	the drop counter of the check that failed
+ * @info:	its opcode's entry, once the opcode is known valid
+ * @rest:	payload and pad bytes, between the headers and the ICRC
+ */
+struct remu_rx_check {
+	struct sk_buff *skb;
+	bool local;
+	enum remu_counter why;
+	const struct remu_opcode_info *info;
+	unsigned int rest;
+};
+
+/*
+ * IP and UDP: RoCEv2 carries no IPv4 options or IPv6 extension headers,
+ * and the UDP length must be the datagram's.  Leaves the data at the BTH.
+ */
+static bool remu_rx_check_udp(struct remu_rx_check *rx)
+{
+	struct sk_buff *skb = rx->skb;
+	unsigned int iplen;
+
+	iplen = skb_transport_header(skb) - skb_network_header(skb);
+	rx->why = REMU_CNT_RCVD_IP_OPTIONS;
+	if (iplen != (ip_hdr(skb)->version == 4 ? sizeof(struct iphdr) :
+						  sizeof(struct ipv6hdr)))
+		return false;
+	rx->why = REMU_CNT_RCVD_BAD_LENGTH;
+	if (ntohs(udp_hdr(skb)->len) != skb->len)
+		return false;
+	__skb_pull(skb, sizeof(struct udphdr));
+	return true;
+}
+
+/*
+ * The BTH and the ICRC, the least any packet has; the ICRC (nothing in a
+ * corrupted packet can be trusted), then the BTH's version and opcode.
+ */
+static bool remu_rx_check_bth(struct remu_rx_check *rx)
+{
+	struct sk_buff *skb = rx->skb;
+	struct remu_bth *bth;
+	__le32 wire_icrc;
+
+	rx->why = REMU_CNT_RCVD_TOO_SHORT;
+	if (skb->len < sizeof(*bth) + REMU_ICRC_LEN ||
+	    !pskb_may_pull(skb, sizeof(*bth)))
+		return false;
+	bth = (struct remu_bth *)skb->data;
+
+	rx->why = REMU_CNT_RCVD_ICRC_ERR;
+	if (!rx->local &&
+	    (skb_copy_bits(skb, skb->len - REMU_ICRC_LEN, &wire_icrc,
+			   sizeof(wire_icrc)) ||
+	     le32_to_cpu(wire_icrc) != remu_icrc(skb, bth)))
+		return false;
+
+	rx->why = REMU_CNT_RCVD_BAD_VERSION;
+	if (remu_bth_tver(bth) != REMU_BTH_TVER)
+		return false;
+	rx->why = REMU_CNT_RCVD_BAD_OPCODE;
+	rx->info = &remu_opcode[remu_bth_opcode(bth)];
+	return rx->info->flags & REMU_OP_VALID;
+}
+
+/* the opcode's headers, the payload and pad after them, the P_Key */
+static bool remu_rx_check_hdrs(struct remu_rx_check *rx)
+{
+	const struct remu_opcode_info *info = rx->info;
+	struct sk_buff *skb = rx->skb;
+	struct remu_bth *bth;
+
+	rx->why = REMU_CNT_RCVD_TOO_SHORT;
+	if (skb->len < info->length + REMU_ICRC_LEN ||
+	    !pskb_may_pull(skb, info->length))
+		return false;
+	bth = (struct remu_bth *)skb->data;	/* the head may have moved */
+
+	/* payload + pad: what lies between the headers and the ICRC */
+	rx->why = REMU_CNT_RCVD_BAD_LENGTH;
+	rx->rest = skb->len - info->length - REMU_ICRC_LEN;
+	if (remu_bth_pad(bth) > rx->rest || rx->rest % 4 ||
+	    (!(info->flags & REMU_OP_PAYLOAD) && rx->rest))
+		return false;
+
+	/* one P_Key, 0xffff (full member): the low 15 bits must match */
+	rx->why = REMU_CNT_RCVD_BAD_PKEY;
+	return (remu_bth_pkey(bth) & 0x7fff) == (REMU_DEFAULT_PKEY & 0x7fff);
+}
+
+/* the engines' view of the checked packet */
+static void remu_rx_parse(struct remu_dev *rdev, const struct remu_rx_check *rx,
+			  struct remu_pkt *pkt)
+{
+	struct sk_buff *skb = rx->skb;
+	struct remu_bth *bth = (struct remu_bth *)skb->data;
+
+	pkt->rdev = rdev;
+	pkt->ndev = skb->dev;
+	pkt->info = rx->info;
+	pkt->bth = bth;
+	pkt->opcode = remu_bth_opcode(bth);
+	pkt->pad = remu_bth_pad(bth);
+	pkt->qpn = remu_bth_qpn(bth);
+	pkt->psn = remu_bth_psn(bth);
+	pkt->hdr_len = rx->info->length;
+	pkt->paylen = rx->rest - pkt->pad;
+	remu_rx_net(skb, pkt);
+}
+
 /*
  * Validate one RoCEv2 datagram for @rdev and deliver it.  skb->data is at
  * the UDP header; the UDP stack has checked the UDP length against the IP
@@ -740,85 +874,19 @@ static void remu_rx_net(struct sk_buff *skb, struct remu_pkt *pkt)
 static void remu_net_rx(struct remu_dev *rdev, struct sk_buff *skb,
 			bool local)
 {
-	const struct remu_opcode_info *info;
-	enum remu_counter why;
-	unsigned int iplen, rest;
-	struct remu_bth *bth;
+	struct remu_rx_check rx = { .skb = skb, .local = local };
 	struct remu_pkt pkt;
-	__le32 wire_icrc;
-	u16 pkey;
 
-	/* RoCEv2 carries no IPv4 options or IPv6 extension headers */
-	iplen = skb_transport_header(skb) - skb_network_header(skb);
-	why = REMU_CNT_RCVD_IP_OPTIONS;
-	if (iplen != (ip_hdr(skb)->version == 4 ? sizeof(struct iphdr) :
-						  sizeof(struct ipv6hdr)))
-		goto drop;
-	why = REMU_CNT_RCVD_BAD_LENGTH;
-	if (ntohs(udp_hdr(skb)->len) != skb->len)
-		goto drop;
-	__skb_pull(skb, sizeof(struct udphdr));
-
-	/* the BTH and the ICRC are the least any packet has */
-	why = REMU_CNT_RCVD_TOO_SHORT;
-	if (skb->len < sizeof(*bth) + REMU_ICRC_LEN ||
-	    !pskb_may_pull(skb, sizeof(*bth)))
-		goto drop;
-	bth = (struct remu_bth *)skb->data;
-
-	why = REMU_CNT_RCVD_ICRC_ERR;
-	if (!local &&
-	    (skb_copy_bits(skb, skb->len - REMU_ICRC_LEN, &wire_icrc,
-			   sizeof(wire_icrc)) ||
-	     le32_to_cpu(wire_icrc) != remu_icrc(skb, bth)))
-		goto drop;
-
-	why = REMU_CNT_RCVD_BAD_VERSION;
-	if (remu_bth_tver(bth) != REMU_BTH_TVER)
-		goto drop;
-	why = REMU_CNT_RCVD_BAD_OPCODE;
-	info = &remu_opcode[remu_bth_opcode(bth)];
-	if (!(info->flags & REMU_OP_VALID))
-		goto drop;
-
-	why = REMU_CNT_RCVD_TOO_SHORT;
-	if (skb->len < info->length + REMU_ICRC_LEN ||
-	    !pskb_may_pull(skb, info->length))
-		goto drop;
-	bth = (struct remu_bth *)skb->data;	/* the head may have moved */
-
-	/* payload + pad: what lies between the headers and the ICRC */
-	why = REMU_CNT_RCVD_BAD_LENGTH;
-	rest = skb->len - info->length - REMU_ICRC_LEN;
-	if (remu_bth_pad(bth) > rest || rest % 4 ||
-	    (!(info->flags & REMU_OP_PAYLOAD) && rest))
-		goto drop;
-
-	/* one P_Key, 0xffff (full member): the low 15 bits must match */
-	why = REMU_CNT_RCVD_BAD_PKEY;
-	pkey = remu_bth_pkey(bth);
-	if ((pkey & 0x7fff) != (REMU_DEFAULT_PKEY & 0x7fff))
-		goto drop;
-
-	pkt.rdev = rdev;
-	pkt.ndev = skb->dev;
-	pkt.info = info;
-	pkt.bth = bth;
-	pkt.opcode = remu_bth_opcode(bth);
-	pkt.pad = remu_bth_pad(bth);
-	pkt.qpn = remu_bth_qpn(bth);
-	pkt.psn = remu_bth_psn(bth);
-	pkt.hdr_len = info->length;
-	pkt.paylen = rest - pkt.pad;
-	remu_rx_net(skb, &pkt);
-
+	if (!remu_rx_check_udp(&rx) || !remu_rx_check_bth(&rx) ||
+	    !remu_rx_check_hdrs(&rx)) {
+		remu_count(rdev, rx.why);
+		kfree_skb(skb);
+		return;
+	}
+	remu_rx_parse(rdev, &rx, &pkt);
 	remu_count(rdev, REMU_CNT_RCVD_PKTS);
-	trace_remu_pkt_recv(rdev, bth, skb->len);
+	trace_remu_pkt_recv(rdev, pkt.bth, skb->len);
 	remu_rcv(rdev, skb, &pkt);
-	return;
-drop:
-	remu_count(rdev, why);
-	kfree_skb(skb);
 }
 
 /*

@@ -61,7 +61,7 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 /*
  * Payloads of at least this many bytes in ordinary process memory (UMEM
  * and ODP MRs) are sent by reference, as page frags, instead of copied
- * into the skb (docs/performance.md, step 5).
+ * into the skb (docs/performance-log.md, step 5).
  */
 #define REMU_FRAG_MIN_PAYLOAD	256
 

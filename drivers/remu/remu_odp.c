@@ -1,64 +1,38 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * remu_odp.c - on-demand paging: the REMU_MR_ODP backing of the MR access
- * layer (see remu_mr.h for the backing contract) and the device's ODP
- * capabilities.
+ * layer (remu_mr.h has the backing contract, docs/odp.md the design).
  *
- * Owns: ibv_advise_mr prefetch (synchronous with FLUSH, else a work item
- * on remu_wq holding MR references), registration of explicit ODP MRs
- * (reg_user_mr with
- * IB_ACCESS_ON_DEMAND) and of implicit ones (start 0, length U64_MAX: one
- * key for the whole address space), the translation of an MR offset to a
- * page for the copy loops (->map/->unmap), faulting pages in (->fault) and
- * the mmu_interval_notifier invalidate callback that takes translations
- * away, and the ODP statistics: the port counters it counts (see
- * docs/odp.md), the per-MR ones of `rdma statistic show mr`
- * (struct remu_odp_stats, atomic64_t, any context) and the miss count of
- * the responder's rkey lookups (num_mrs_not_found).
+ * Owns: registration of explicit ODP MRs (reg_user_mr with
+ * IB_ACCESS_ON_DEMAND) and of implicit ones (start 0, length U64_MAX:
+ * one key for the whole address space), their ->map/->unmap/->fault,
+ * the mmu_interval_notifier invalidate callback, ibv_advise_mr prefetch
+ * (synchronous with FLUSH, else a work item on remu_wq holding MR
+ * references), the device's ODP capabilities and the ODP statistics (the
+ * port counters, the per-MR struct remu_odp_stats, num_mrs_not_found).
  *
- * Implicit ODP: the root umem (ib_umem_odp_alloc_implicit) has no pages;
- * the address space is cut into children of REMU_ODP_CHILD_SIZE bytes,
- * each an ib_umem_odp of its own (ib_umem_odp_alloc_child, with its own
- * interval notifier), created by the first fault in its range and kept
- * until deregistration in the xarray of struct remu_odp_implicit (the
- * root's ->private).  Children are created under that struct's mutex and
- * read locklessly (xa_load); they are freed only after the last access.
+ * The state is the core's struct ib_umem_odp: pfn_list (one entry per
+ * PAGE_SIZE) and dma_list (per device page of 1 << page_shift bytes,
+ * with its read/write rights; IB_ACCESS_HUGETLB makes that a huge page).
+ * Registration pins and faults nothing.  An implicit MR's root umem has
+ * no pages: children of REMU_ODP_CHILD_SIZE bytes are created by the
+ * first fault in their range (under struct remu_odp_implicit's mutex),
+ * read locklessly from its xarray and freed at deregistration.
  *
- * The core's struct ib_umem_odp holds the state: pfn_list (the pages
- * hmm_range_fault found, one per PAGE_SIZE) and dma_list (per device page
- * of 1 << page_shift bytes: non-zero while the page is mapped for the
- * device, low bits ODP_READ_ALLOWED_BIT and ODP_WRITE_ALLOWED_BIT).
- * Registration pins nothing and faults nothing.
+ *  ->map()	takes umem_mutex; if the page's entry grants the access,
+ *		hands out the page and keeps umem_mutex until ->unmap(),
+ *		else drops it and answers -EAGAIN;
+ *  ->fault()	ib_umem_odp_map_dma_and_lock() (hmm_range_fault() under the
+ *		notifier sequence), then drops umem_mutex; the caller
+ *		retries ->map();
+ *  invalidate	under umem_mutex: bumps the sequence, clears the range.
  *
- * IB_ACCESS_HUGETLB (explicit MRs only; the core refuses it for implicit
- * ones): ib_umem_odp_get() makes page_shift HPAGE_SHIFT, aligns the umem
- * to huge pages and faults and invalidates whole huge pages; a fault over
- * memory that is not hugetlb-backed fails (-EINVAL from the core), as on
- * mlx5.  ->map() finds the device page in dma_list and the 4 KiB page of
- * the byte in pfn_list, so the copy loops still see PAGE_SIZE segments.
- * Counters and statistics count PAGE_SIZE pages whatever page_shift is
- * (remu_odp_pages()), as mlx5 does.
- *
- *  ->map()	takes umem_mutex; if the page's dma_list entry grants the
- *		access, hands out the page and keeps umem_mutex until
- *		->unmap(); otherwise drops it and answers -EAGAIN.
- *  ->fault()	ib_umem_odp_map_dma_and_lock(): hmm_range_fault() under the
- *		notifier sequence (mmu_interval_read_begin/retry), then the
- *		entries are filled under umem_mutex; we drop it at once and
- *		the caller retries ->map().
- *  invalidate	takes umem_mutex, bumps the notifier sequence
- *		(mmu_interval_set_seq) and clears the entries of the range
- *		(remu_odp_take_range(): ib_umem_odp_unmap_dma_pages before 6.16).
- *
- * Locking: umem_mutex is held for exactly one segment access (one page at
- * most), so an invalidation waits for the access in flight on that page
- * and every later ->map() sees the entry cleared: the device never touches
- * a page after the kernel took it back.  A fault racing with an
- * invalidation is caught by the sequence check inside
- * ib_umem_odp_map_dma_and_lock and retried there.  All of this sleeps:
- * the copy loops run in process context (work items), never in softirq.
- * Never take umem_mutex of one MR while holding another's (->map() is only
- * ever called with no segment of any ODP MR mapped by the same walker).
+ * Locking: umem_mutex is held for one segment access (a page at most),
+ * so an invalidation waits for the access in flight on that page and
+ * every later ->map() sees the entry cleared: the device never touches a
+ * page after the kernel took it back.  Everything here sleeps (process
+ * context only), and no walker takes one MR's umem_mutex while holding
+ * another's.
  */
 #include <linux/hmm.h>
 #include <linux/mmu_notifier.h>
@@ -76,7 +50,7 @@
 
 /* implicit ODP: the address space in children of 2 MiB */
 #define REMU_ODP_CHILD_SHIFT	21
-#define REMU_ODP_CHILD_SIZE	(1UL << REMU_ODP_CHILD_SHIFT)
+#define REMU_ODP_CHILD_SIZE	BIT(REMU_ODP_CHILD_SHIFT)
 
 /**
  * struct remu_odp_implicit - the children of an implicit ODP MR
@@ -86,7 +60,7 @@
  */
 struct remu_odp_implicit {
 	struct xarray children;
-	struct mutex lock;
+	struct mutex lock;	/* serialises creating children */
 	struct mm_struct *mm;
 };
 
@@ -192,6 +166,7 @@ static void remu_odp_unmap(struct remu_mr *mr, struct remu_mr_seg *seg)
 {
 	struct ib_umem_odp *odp = seg->priv;
 
+	lockdep_assert_held(&odp->umem_mutex);
 	mutex_unlock(&odp->umem_mutex);
 }
 

@@ -7,6 +7,8 @@
 #ifndef REMU_PARAM_H
 #define REMU_PARAM_H
 
+#include <linux/bits.h>
+
 #define REMU_VERSION_MAJOR	0
 #define REMU_VERSION_MINOR	1
 #define REMU_VERSION_SUB	0
@@ -29,7 +31,7 @@
  * 512 GiB keeps that array (1 GiB) within what kvmalloc hands out.
  */
 #define REMU_MAX_MR		0x100000
-#define REMU_MAX_MR_SIZE	(1ULL << 39)	/* 512 GiB */
+#define REMU_MAX_MR_SIZE	BIT_ULL(39)	/* 512 GiB */
 #define REMU_MAX_FAST_REG_PAGES	512
 /* memory windows: their keys share the MRs' 24-bit index space */
 #define REMU_MAX_MW		0x10000

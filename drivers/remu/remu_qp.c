@@ -1,51 +1,34 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * remu_qp.c - queue pairs: creation with their SQ and RQ rings, the IBA
- * state machine with attribute validation, QP numbers and lookup, the
- * doorbell, kernel consumers' post_send/post_recv, and the flush of
- * posted WQEs when a QP enters the error state.
+ * remu_qp.c - queue pairs.
  *
- * Send path: a process writes send WQEs into the mmapped SQ ring and
- * rings the doorbell (a POST_SEND command with no WRs, which the core
- * turns into remu_post_send(qp, NULL)); kernel consumers' remu_post_send()
- * writes the same WQEs into a kernel ring (an IB_WR_REG_MR's MR, key and
- * rights go into the slot's kernel-only record, qp->eng.kreg, as the WQE
- * format is shared with processes).  A process's doorbell in RTS runs
- * the engines in the caller (remu_eng_doorbell(), remu_req.c) unless
- * someone else runs them; otherwise qp->send_work is queued on remu_wq
- * and runs remu_qp_send_work().  Either runs remu_eng_run(): in ERR it
- * flushes, in RTR/RTS/SQD it runs the engines, which also process the
- * packets remu_rcv() queued.  Receive WQEs wait in the RQ ring (or the SRQ) for the responder;
- * the receive path finds a QP by number with remu_qp_get().
+ * Owns: QP creation in steps (checks; the SQ and RQ rings and the
+ * engines' state; the mmap entries; the QPN) and destruction; the IBA
+ * state machine with attribute validation; QP numbers and lookup
+ * (remu_qp_get()); the doorbell (a process's POST_SEND command with no
+ * WRs: remu_eng_doorbell() in RTS, else the work item, remu_eng.c); kernel
+ * consumers' post_send/post_recv into the same rings (a REG_MR's MR, key
+ * and rights go into the slot's kernel-only record, qp->eng.kreg, as the
+ * WQE format is shared with processes); the flush.
  *
- * Flush: entering ERR (modify_qp, or later an engine) completes every
- * WQE still in the SQ, then every WQE in the RQ, in ring order, with
- * IB_WC_WR_FLUSH_ERR into the QP's CQs; WQEs posted while in ERR are
- * flushed by the send work, which a user post_recv in ERR triggers with
- * a doorbell.  Entering RESET discards the WQEs without completions, and
- * so does destroy_qp (as on real NICs; consumers drain first); after
- * either the QP posts no CQE, and libremu takes the QP's CQEs still in
- * its CQs out of them (as mlx5's provider does).  A QP on
- * an SRQ that entered ERR raises IB_EVENT_QP_LAST_WQE_REACHED from its
- * work item (ib_drain_qp() waits for it).
+ * Flush: entering ERR (modify_qp, or an engine) completes every WQE still
+ * in the SQ, then the RQ, in ring order, with IB_WC_WR_FLUSH_ERR; WQEs
+ * posted in ERR are flushed by the work item (a user post_recv in ERR
+ * rings the doorbell for it), which on an SRQ also raises
+ * IB_EVENT_QP_LAST_WQE_REACHED (ib_drain_qp() waits for it).  RESET and
+ * destroy discard the WQEs without completions, as real NICs do; libremu
+ * then takes the QP's CQEs out of its CQs, as mlx5's provider does.
  *
  * Locking:
  *   qp->mutex            modify_qp/query_qp: state changes and qp->attr;
  *                        rdma_cm calls modify_qp under its own locks, so
  *                        nothing under it may take rtnl_lock
- *   qp->sq.prod_lock     kernel consumers' posting to the SQ, and UD
- *                        QPs' AV capture at post time (irqsave)
- *   qp->rq.prod_lock     kernel consumers' posting to the RQ (irqsave)
- *   qp->sq.cons_lock     consumer side of the SQ ring (flush, engines)
- *   qp->rq.cons_lock     consumer side of the RQ ring
+ *   qp->sq/rq.prod_lock  kernel consumers' posts (irqsave); the SQ's also
+ *                        UD QPs' AV capture at post time
+ *   qp->sq/rq.cons_lock  consumer side of the rings (engines, flush)
  *   cq->lock             nests inside the cons_locks
  *   rdev->q.qp_xa lock   QPN table; remu_qp_get() takes a reference under it
- * qp->state is written under qp->mutex (and read locklessly with
- * READ_ONCE() by the post paths and the send work).  An RC QP's responder
- * resources and READ response maps are sized by its max_dest_rd_atomic and
- * max_rd_atomic: modify_qp allocates them (remu_eng_alloc()) before it
- * changes anything, and hands them to the send work, which alone frees
- * the old ones (remu_eng_set(), remu_req.c).
+ * qp->state is written under qp->mutex and read with READ_ONCE().
  */
 #include <linux/log2.h>
 #include <rdma/ib_cache.h>
@@ -134,14 +117,10 @@ static int remu_qp_check_cap(struct ib_qp_init_attr *init)
 	return 0;
 }
 
-int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
-		   struct ib_udata *udata)
+/* What create_qp asks for, before anything is allocated. */
+static int remu_qp_check_init(struct ib_qp_init_attr *init,
+			      struct ib_udata *udata)
 {
-	struct remu_dev *rdev = to_remu_dev(ibqp->device);
-	struct remu_qp *qp = to_remu_qp(ibqp);
-	struct remu_create_qp_resp resp = {};
-	struct remu_ucontext *uc = NULL;
-	u32 slot, qpn;
 	int err;
 
 	switch (init->qp_type) {
@@ -170,16 +149,15 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	if (udata) {
 		if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
 			return -EINVAL;
-		if (udata->outlen < sizeof(resp))
+		if (udata->outlen < sizeof(struct remu_create_qp_resp))
 			return -EINVAL;
-		uc = rdma_udata_to_drv_context(udata, struct remu_ucontext,
-					       ib_uc);
 	}
-	if (atomic_inc_return(&rdev->q.nr_qp) > rdev->attr.max_qp) {
-		err = -ENOMEM;
-		goto err_count;
-	}
+	return 0;
+}
 
+static void remu_qp_init_fields(struct remu_qp *qp, struct remu_dev *rdev,
+				const struct ib_qp_init_attr *init, bool user)
+{
 	qp->rdev = rdev;
 	refcount_set(&qp->ref, 0);	/* remu_qp_get() fails until ready */
 	init_completion(&qp->released);
@@ -188,19 +166,31 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->state = IB_QPS_RESET;
 	qp->attr.qp_state = IB_QPS_RESET;
 	qp->attr.path_mig_state = IB_MIG_MIGRATED;
-	qp->is_user = !!udata;
+	qp->is_user = user;
 	qp->sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 	qp->mcast_no_self = !!(init->create_flags &
 			       IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK);
 	qp->scq = to_remu_cq(init->send_cq);
 	qp->rcq = to_remu_cq(init->recv_cq);
 	qp->srq = init->srq ? to_remu_srq(init->srq) : NULL;
+}
+
+/*
+ * The QP's rings and the engines' state: the SQ ring (its slots sized for
+ * the larger of the SGEs and the inline data asked for), the engines'
+ * per-slot state (remu_eng_init()), the RQ ring unless the QP is on an SRQ.
+ */
+static int remu_qp_rings_init(struct remu_qp *qp,
+			      const struct ib_qp_init_attr *init)
+{
+	u32 slot;
+	int err;
 
 	slot = remu_send_slot_size(init->cap.max_send_sge,
 				   init->cap.max_inline_data);
 	err = remu_wq_init(&qp->sq, init->cap.max_send_wr, slot, qp->is_user);
 	if (err)
-		goto err_count;
+		return err;
 	slot -= sizeof(struct remu_send_wqe);
 	qp->sq.max_sge = min_t(u32, slot / sizeof(struct remu_sge), REMU_MAX_SGE);
 	qp->max_inline = min_t(u32, slot, REMU_MAX_INLINE);
@@ -208,53 +198,70 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	err = remu_eng_init(qp);
 	if (err)
 		goto err_sq;
+	if (qp->srq)
+		return 0;
+	qp->rq.max_sge = max(init->cap.max_recv_sge, 1u);
+	slot = sizeof(struct remu_recv_wqe) +
+	       qp->rq.max_sge * sizeof(struct remu_sge);
+	err = remu_wq_init(&qp->rq, init->cap.max_recv_wr, slot, qp->is_user);
+	if (err)
+		goto err_eng;
+	return 0;
 
-	if (!qp->srq) {
-		qp->rq.max_sge = max(init->cap.max_recv_sge, 1u);
-		slot = sizeof(struct remu_recv_wqe) +
-		       qp->rq.max_sge * sizeof(struct remu_sge);
-		err = remu_wq_init(&qp->rq, init->cap.max_recv_wr, slot,
-				   qp->is_user);
-		if (err)
-			goto err_eng;
-	}
+err_eng:
+	remu_eng_fini(qp);
+err_sq:
+	remu_queue_destroy(&qp->sq.ring);
+	return err;
+}
 
-	if (uc) {
-		err = remu_queue_mmap_insert(&qp->sq.ring, &uc->ib_uc, &resp.sq);
-		if (err)
-			goto err_rq;
-		if (!qp->srq) {
-			err = remu_queue_mmap_insert(&qp->rq.ring, &uc->ib_uc,
-						     &resp.rq);
-			if (err)
-				goto err_rq;
-		}
-	}
+/*
+ * Undo remu_qp_rings_init() (and remu_qp_mmap_rings()): the engines first,
+ * which use the rings until they stop.
+ */
+static void remu_qp_rings_destroy(struct remu_qp *qp)
+{
+	remu_eng_fini(qp);
+	remu_queue_destroy(&qp->rq.ring);
+	remu_queue_destroy(&qp->sq.ring);
+}
 
-	if (init->qp_type == IB_QPT_GSI) {
+/* A process's QP: the mmap entries of its rings, into @resp. */
+static int remu_qp_mmap_rings(struct remu_qp *qp, struct ib_udata *udata,
+			      struct remu_create_qp_resp *resp)
+{
+	struct remu_ucontext *uc = rdma_udata_to_drv_context(udata,
+							     struct remu_ucontext,
+							     ib_uc);
+	int err;
+
+	err = remu_queue_mmap_insert(&qp->sq.ring, &uc->ib_uc, &resp->sq);
+	if (err || qp->srq)
+		return err;
+	return remu_queue_mmap_insert(&qp->rq.ring, &uc->ib_uc, &resp->rq);
+}
+
+/* The QP's number.  Return: >= 0, or a negative errno. */
+static int remu_qp_alloc_qpn(struct remu_qp *qp, enum ib_qp_type type,
+			     u32 *qpn)
+{
+	struct remu_dev *rdev = qp->rdev;
+
+	if (type == IB_QPT_GSI) {
 		/* QPN 1 is the GSI QP's; other QPs are allocated from 2 */
-		qpn = 1;
-		err = xa_insert_irq(&rdev->q.qp_xa, qpn, qp, GFP_KERNEL);
-	} else {
-		/* 0xffffff is the multicast QPN (IB_MULTICAST_QPN) */
-		err = xa_alloc_cyclic_irq(&rdev->q.qp_xa, &qpn, qp,
-					  XA_LIMIT(2, IB_MULTICAST_QPN - 1),
-					  &rdev->q.qp_next, GFP_KERNEL);
+		*qpn = 1;
+		return xa_insert_irq(&rdev->q.qp_xa, *qpn, qp, GFP_KERNEL);
 	}
-	if (err < 0)
-		goto err_rq;
-	ibqp->qp_num = qpn;
+	/* 0xffffff is the multicast QPN (IB_MULTICAST_QPN) */
+	return xa_alloc_cyclic_irq(&rdev->q.qp_xa, qpn, qp,
+				   XA_LIMIT(2, IB_MULTICAST_QPN - 1),
+				   &rdev->q.qp_next, GFP_KERNEL);
+}
 
-	if (udata) {
-		resp.qpn = qpn;
-		resp.max_inline = qp->max_inline;
-		resp.max_send_sge = qp->sq.max_sge;
-		resp.max_recv_sge = qp->srq ? 0 : qp->rq.max_sge;
-		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
-		if (err)
-			goto err_xa;
-	}
-
+/* What the QP got: into @init for the caller, and into the QP's attributes. */
+static void remu_qp_report_caps(struct remu_qp *qp,
+				struct ib_qp_init_attr *init)
+{
 	init->cap.max_send_wr = qp->sq.max_wr;
 	init->cap.max_send_sge = qp->sq.max_sge;
 	init->cap.max_inline_data = qp->max_inline;
@@ -263,18 +270,62 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		init->cap.max_recv_sge = qp->rq.max_sge;
 	}
 	qp->attr.cap = init->cap;
+}
+
+/* A process's QP: its number, sizes and rings, for libremu. */
+static int remu_qp_udata_resp(struct remu_qp *qp, struct ib_udata *udata,
+			      struct remu_create_qp_resp *resp)
+{
+	resp->qpn = qp->ib_qp.qp_num;
+	resp->max_inline = qp->max_inline;
+	resp->max_send_sge = qp->sq.max_sge;
+	resp->max_recv_sge = qp->srq ? 0 : qp->rq.max_sge;
+	return ib_copy_to_udata(udata, resp, sizeof(*resp));
+}
+
+int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+		   struct ib_udata *udata)
+{
+	struct remu_dev *rdev = to_remu_dev(ibqp->device);
+	struct remu_qp *qp = to_remu_qp(ibqp);
+	struct remu_create_qp_resp resp = {};
+	u32 qpn;
+	int err;
+
+	err = remu_qp_check_init(init, udata);
+	if (err)
+		return err;
+	if (atomic_inc_return(&rdev->q.nr_qp) > rdev->attr.max_qp) {
+		err = -ENOMEM;
+		goto err_count;
+	}
+	remu_qp_init_fields(qp, rdev, init, !!udata);
+	err = remu_qp_rings_init(qp, init);
+	if (err)
+		goto err_count;
+	if (udata) {
+		err = remu_qp_mmap_rings(qp, udata, &resp);
+		if (err)
+			goto err_rings;
+	}
+	err = remu_qp_alloc_qpn(qp, init->qp_type, &qpn);
+	if (err < 0)
+		goto err_rings;
+	ibqp->qp_num = qpn;
+	if (udata) {
+		err = remu_qp_udata_resp(qp, udata, &resp);
+		if (err)
+			goto err_xa;
+	}
+	remu_qp_report_caps(qp, init);
 	refcount_set(&qp->ref, 1);
 	remu_obj_get(REMU_OBJ_QP);
 	return 0;
 
 err_xa:
 	xa_erase_irq(&rdev->q.qp_xa, qpn);
-err_rq:
-	remu_queue_destroy(&qp->rq.ring);
-err_eng:
-	remu_eng_fini(qp);
-err_sq:
-	remu_queue_destroy(&qp->sq.ring);
+err_rings:
+	remu_qp_rings_destroy(qp);
 err_count:
 	atomic_dec(&rdev->q.nr_qp);
 	return err;
@@ -289,10 +340,7 @@ int remu_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 	xa_erase_irq(&rdev->q.qp_xa, ibqp->qp_num);
 	remu_qp_put(qp);
 	wait_for_completion(&qp->released);
-	remu_eng_fini(qp);
-
-	remu_queue_destroy(&qp->rq.ring);
-	remu_queue_destroy(&qp->sq.ring);
+	remu_qp_rings_destroy(qp);
 	mutex_destroy(&qp->mutex);
 	atomic_dec(&rdev->q.nr_qp);
 	remu_obj_put(REMU_OBJ_QP);
@@ -511,6 +559,7 @@ static void remu_flush_rq(struct remu_qp *qp)
  */
 static void remu_qp_flush_all(struct remu_qp *qp)
 {
+	lockdep_assert_held(&qp->mutex);
 	remu_flush_sq(qp);
 	remu_flush_rq(qp);
 	if (qp->srq)
@@ -545,12 +594,84 @@ void remu_qp_event(struct remu_qp *qp, enum ib_event_type type)
 		ibqp->event_handler(&ev, ibqp->qp_context);
 }
 
+/*
+ * The QP enters @next (from @cur): the state is published, the engines
+ * told (remu_eng_modify()), the queues discarded (RESET) or flushed (ERR).
+ */
+static void remu_qp_enter(struct remu_qp *qp, enum ib_qp_state cur,
+			  enum ib_qp_state next)
+{
+	lockdep_assert_held(&qp->mutex);
+	qp->attr.qp_state = next;
+	/*
+	 * The path stored before is visible to the receive path with the
+	 * state: pairs with remu_rcv_qp()'s smp_load_acquire()
+	 */
+	smp_store_release(&qp->state, next);
+	trace_remu_qp_state(qp, cur, next);
+	remu_eng_modify(qp, cur, next);
+	switch (next) {
+	case IB_QPS_RESET:
+		remu_qp_discard(qp);
+		qp->last_wqe = false;
+		break;
+	case IB_QPS_ERR:
+		remu_qp_flush_all(qp);
+		break;
+	case IB_QPS_SQD:
+		/* nothing is in flight without a requester: drained */
+		if (qp->attr.en_sqd_async_notify)
+			remu_qp_event(qp, IB_EVENT_SQ_DRAINED);
+		break;
+	case IB_QPS_RTS:
+		queue_work(remu_wq, &qp->send_work);
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * modify_qp under qp->mutex: the transition and the attributes checked,
+ * the engines' sets allocated, then (nothing can fail any more) the
+ * attributes stored and the new state entered.  @reset: set if the QP
+ * entered RESET.
+ */
+static int remu_qp_modify_locked(struct remu_qp *qp, struct ib_qp_attr *attr,
+				 int mask, bool *reset)
+{
+	struct remu_qp_change c = { .attr = attr, .mask = mask };
+	struct remu_eng_new eng_new;
+	int err;
+
+	lockdep_assert_held(&qp->mutex);
+	c.cur = qp->state;
+	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != c.cur)
+		return -EINVAL;
+	c.next = (mask & IB_QP_STATE) ? attr->qp_state : c.cur;
+	if (!ib_modify_qp_is_ok(c.cur, c.next, qp->ib_qp.qp_type, mask))
+		return -EINVAL;
+	err = remu_qp_check_attr(qp, attr, mask);
+	if (err)
+		return err;
+	/* the only allocations: before anything changes */
+	err = remu_eng_alloc(qp, &c, &eng_new);
+	if (err)
+		return err;
+	remu_qp_store_attr(qp, attr, mask);
+	/* before the state: the first packet in RTR finds them */
+	remu_eng_set(qp, &eng_new);
+	if (mask & IB_QP_STATE) {
+		remu_qp_enter(qp, c.cur, c.next);
+		*reset = c.next == IB_QPS_RESET;
+	}
+	return 0;
+}
+
 int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		   struct ib_udata *udata)
 {
 	struct remu_qp *qp = to_remu_qp(ibqp);
-	struct remu_eng_new eng_new;
-	enum ib_qp_state cur, next;
 	bool reset = false;
 	int err;
 
@@ -560,55 +681,7 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		return -EINVAL;
 
 	mutex_lock(&qp->mutex);
-	cur = qp->state;
-	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != cur) {
-		err = -EINVAL;
-		goto out;
-	}
-	next = (mask & IB_QP_STATE) ? attr->qp_state : cur;
-	if (!ib_modify_qp_is_ok(cur, next, ibqp->qp_type, mask)) {
-		err = -EINVAL;
-		goto out;
-	}
-	err = remu_qp_check_attr(qp, attr, mask);
-	if (err)
-		goto out;
-	/* the only allocations: before anything changes */
-	err = remu_eng_alloc(qp, attr, mask, cur, next, &eng_new);
-	if (err)
-		goto out;
-	remu_qp_store_attr(qp, attr, mask);
-	/* before the state: the first packet in RTR finds them */
-	remu_eng_set(qp, &eng_new);
-
-	if (mask & IB_QP_STATE) {
-		qp->attr.qp_state = next;
-		/* the path above is visible to remu_rcv() with the state */
-		smp_store_release(&qp->state, next);
-		trace_remu_qp_state(qp, cur, next);
-		remu_eng_modify(qp, cur, next);
-		switch (next) {
-		case IB_QPS_RESET:
-			remu_qp_discard(qp);
-			qp->last_wqe = false;
-			reset = true;
-			break;
-		case IB_QPS_ERR:
-			remu_qp_flush_all(qp);
-			break;
-		case IB_QPS_SQD:
-			/* nothing is in flight without a requester: drained */
-			if (qp->attr.en_sqd_async_notify)
-				remu_qp_event(qp, IB_EVENT_SQ_DRAINED);
-			break;
-		case IB_QPS_RTS:
-			queue_work(remu_wq, &qp->send_work);
-			break;
-		default:
-			break;
-		}
-	}
-out:
+	err = remu_qp_modify_locked(qp, attr, mask, &reset);
 	mutex_unlock(&qp->mutex);
 	/*
 	 * RESET: the round the engines' owner was in is over, and so is the
@@ -786,37 +859,30 @@ static int remu_fill_reg_mr(struct remu_qp *qp, const struct ib_reg_wr *wr,
 }
 
 /*
- * Build the WQE for a kernel consumer's @wr into the (kernel) slot of
- * ring index @idx.
+ * Can @qp take @wr: its opcode, its SGE count, its inline bytes (summed
+ * into @len).  Return: 0 or -EINVAL.
  */
-static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
-			      u32 idx)
+static int remu_send_wr_check(struct remu_qp *qp, const struct ib_send_wr *wr,
+			      u32 *len)
 {
-	struct remu_send_wqe *w = remu_queue_slot_at(&qp->sq.ring, idx);
-	struct remu_sge *sge = (struct remu_sge *)(w + 1);
-	u8 *inl = (u8 *)(w + 1);
-	u32 len = 0;
 	int i;
 
 	if (!remu_opcode_ok(remu_qp_type(qp), wr->opcode))
 		return -EINVAL;
 	if (wr->num_sge < 0 || wr->num_sge > qp->sq.max_sge)
 		return -EINVAL;
-	if (wr->send_flags & IB_SEND_INLINE) {
-		for (i = 0; i < wr->num_sge; i++)
-			len += wr->sg_list[i].length;
-		if (len > qp->max_inline)
-			return -EINVAL;
-	}
+	*len = 0;
+	if (!(wr->send_flags & IB_SEND_INLINE))
+		return 0;
+	for (i = 0; i < wr->num_sge; i++)
+		*len += wr->sg_list[i].length;
+	return *len > qp->max_inline ? -EINVAL : 0;
+}
 
-	if (wr->opcode == IB_WR_REG_MR) {
-		int err = remu_fill_reg_mr(qp, reg_wr(wr),
-					   &qp->eng.kreg[idx & qp->sq.ring.mask]);
-
-		if (err)
-			return err;
-	}
-
+/* The WQE's fixed part, from @wr: flags, immediate data or key, remote VA. */
+static void remu_fill_wqe_hdr(struct remu_qp *qp, const struct ib_send_wr *wr,
+			      struct remu_send_wqe *w)
+{
 	memset(w, 0, sizeof(*w));
 	w->wr_id = wr->wr_id;
 	w->opcode = wr->opcode;
@@ -848,17 +914,31 @@ static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
 	default:
 		break;
 	}
-	if (remu_qp_type(qp) == IB_QPT_UD) {
-		struct ib_ah *ah = ud_wr(wr)->ah;
+}
 
-		if (!ah || ah->pd != qp->ib_qp.pd)
-			return -EINVAL;
-		if (ud_wr(wr)->pkey_index >= REMU_PKEY_TBL_LEN)
-			return -EINVAL;
-		w->ah_num = to_remu_ah(ah)->ah_num;
-		w->remote_qpn = ud_wr(wr)->remote_qpn;
-		w->remote_qkey = ud_wr(wr)->remote_qkey;
-	}
+/* A UD WQE's destination: an AH of the QP's PD.  Return: 0 or -EINVAL. */
+static int remu_fill_wqe_ud(struct remu_qp *qp, const struct ib_send_wr *wr,
+			    struct remu_send_wqe *w)
+{
+	struct ib_ah *ah = ud_wr(wr)->ah;
+
+	if (!ah || ah->pd != qp->ib_qp.pd)
+		return -EINVAL;
+	if (ud_wr(wr)->pkey_index >= REMU_PKEY_TBL_LEN)
+		return -EINVAL;
+	w->ah_num = to_remu_ah(ah)->ah_num;
+	w->remote_qpn = ud_wr(wr)->remote_qpn;
+	w->remote_qkey = ud_wr(wr)->remote_qkey;
+	return 0;
+}
+
+/* The WQE's data: @len inline bytes copied in, or the SGEs. */
+static void remu_fill_wqe_data(const struct ib_send_wr *wr,
+			       struct remu_send_wqe *w, u32 len)
+{
+	struct remu_sge *sge = (struct remu_sge *)(w + 1);
+	u8 *inl = (u8 *)(w + 1);
+	int i;
 
 	if (wr->send_flags & IB_SEND_INLINE) {
 		for (i = 0; i < wr->num_sge; i++) {
@@ -867,14 +947,43 @@ static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
 			inl += wr->sg_list[i].length;
 		}
 		w->inline_len = len;
-	} else {
-		for (i = 0; i < wr->num_sge; i++) {
-			sge[i].addr = wr->sg_list[i].addr;
-			sge[i].length = wr->sg_list[i].length;
-			sge[i].lkey = wr->sg_list[i].lkey;
-		}
-		w->num_sge = wr->num_sge;
+		return;
 	}
+	for (i = 0; i < wr->num_sge; i++) {
+		sge[i].addr = wr->sg_list[i].addr;
+		sge[i].length = wr->sg_list[i].length;
+		sge[i].lkey = wr->sg_list[i].lkey;
+	}
+	w->num_sge = wr->num_sge;
+}
+
+/*
+ * Build the WQE for a kernel consumer's @wr into the (kernel) slot of
+ * ring index @idx.
+ */
+static int remu_fill_send_wqe(struct remu_qp *qp, const struct ib_send_wr *wr,
+			      u32 idx)
+{
+	struct remu_send_wqe *w = remu_queue_slot_at(&qp->sq.ring, idx);
+	u32 len;
+	int err;
+
+	err = remu_send_wr_check(qp, wr, &len);
+	if (err)
+		return err;
+	if (wr->opcode == IB_WR_REG_MR) {
+		err = remu_fill_reg_mr(qp, reg_wr(wr),
+				       &qp->eng.kreg[idx & qp->sq.ring.mask]);
+		if (err)
+			return err;
+	}
+	remu_fill_wqe_hdr(qp, wr, w);
+	if (remu_qp_type(qp) == IB_QPT_UD) {
+		err = remu_fill_wqe_ud(qp, wr, w);
+		if (err)
+			return err;
+	}
+	remu_fill_wqe_data(wr, w, len);
 	return 0;
 }
 
@@ -899,7 +1008,7 @@ int remu_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 			remu_req_post_av(qp);
 			spin_unlock_irqrestore(&qp->sq.prod_lock, flags);
 		}
-		/* in RTS the caller runs the engines (remu_req.c) */
+		/* in RTS the caller runs the engines (remu_eng.c) */
 		if (state == IB_QPS_RTS)
 			remu_eng_doorbell(qp);
 		else
@@ -945,6 +1054,7 @@ int remu_wq_post_recv(struct remu_wq *wq, const struct ib_recv_wr *wr)
 	struct remu_sge *sge;
 	int i;
 
+	lockdep_assert_held(&wq->prod_lock);
 	if (wr->num_sge < 0 || wr->num_sge > wq->max_sge)
 		return -EINVAL;
 	w = remu_queue_producer_slot(&wq->ring);

@@ -35,7 +35,7 @@ extern struct workqueue_struct *remu_wq;
  */
 struct remu_cq {
 	struct ib_cq ib_cq;
-	spinlock_t lock;
+	spinlock_t lock;	/* @ring's producer side, @notify, @overflowed */
 	struct remu_queue ring;
 	u8 notify;
 	bool overflowed;
@@ -53,8 +53,8 @@ struct remu_cq {
  */
 struct remu_wq {
 	struct remu_queue ring;
-	spinlock_t prod_lock;
-	spinlock_t cons_lock;
+	spinlock_t prod_lock;	/* kernel consumers' posts */
+	spinlock_t cons_lock;	/* the engines and the flush */
 	u32 max_wr;
 	u32 max_sge;
 };
@@ -107,7 +107,7 @@ struct remu_qp {
 	struct remu_dev *rdev;
 	refcount_t ref;
 	struct completion released;
-	struct mutex mutex;
+	struct mutex mutex;	/* modify_qp/query_qp: @state, @attr */
 	enum ib_qp_state state;
 	struct ib_qp_attr attr;
 	struct remu_wq sq;

@@ -22,9 +22,10 @@
  * other side's index from the header with smp_load_acquire() and accepts
  * it only if it is within num_slots of its own; an index out of range
  * makes the ring look empty (consumer side) or full (producer side),
- * never an out-of-bounds access.  Kernel-only rings work the same way.  Slot addresses always come from
- * a masked index.  A consumer must copy a user-produced slot before
- * validating it (the process may rewrite it at any time).
+ * never an out-of-bounds access.  Kernel-only rings work the same way.
+ * Slot addresses always come from a masked index.  A consumer must copy a
+ * user-produced slot before validating it (the process may rewrite it at
+ * any time).
  *
  * Memory ordering: the producer fills a slot, then publishes the new
  * producer index with smp_store_release(); the consumer reads that index
@@ -224,6 +225,7 @@ void *remu_queue_slot_at(struct remu_queue *q, u32 idx)
  */
 static u32 remu_queue_peer_cons(struct remu_queue *q)
 {
+	/* pairs with the consumer's release of the index: done with the slots */
 	u32 v = smp_load_acquire(&q->hdr->cons);
 
 	if (q->prod - v > q->num_slots)
@@ -234,6 +236,7 @@ static u32 remu_queue_peer_cons(struct remu_queue *q)
 /* Likewise for the consumer: a bad producer index reads as "empty". */
 static u32 remu_queue_peer_prod(struct remu_queue *q)
 {
+	/* pairs with the producer's release of the index: the slots are filled */
 	u32 v = smp_load_acquire(&q->hdr->prod);
 
 	if (v - q->cons > q->num_slots)
@@ -259,6 +262,7 @@ void *remu_queue_producer_slot(struct remu_queue *q)
 void remu_queue_produce(struct remu_queue *q)
 {
 	q->prod++;
+	/* the slot before the index: pairs with remu_queue_peer_prod(), libremu */
 	smp_store_release(&q->hdr->prod, q->prod);
 }
 
@@ -281,6 +285,7 @@ void *remu_queue_consumer_slot(struct remu_queue *q)
 void remu_queue_consume(struct remu_queue *q)
 {
 	q->cons++;
+	/* done with the slot: pairs with remu_queue_peer_cons(), libremu */
 	smp_store_release(&q->hdr->cons, q->cons);
 }
 
@@ -309,6 +314,7 @@ u32 remu_queue_used_by_consumer(struct remu_queue *q)
 void remu_queue_discard(struct remu_queue *q)
 {
 	q->cons = remu_queue_peer_prod(q);
+	/* as remu_queue_consume(): pairs with remu_queue_peer_cons(), libremu */
 	smp_store_release(&q->hdr->cons, q->cons);
 }
 

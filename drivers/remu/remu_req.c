@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * remu_req.c - the requester, and remu_eng_run(), which runs the three
- * engines in the QP's work item or the doorbell's caller.
+ * remu_req.c - the requester: send WQEs -> request packets.
  *
  * Owns: the SQ consumer side while the QP is in RTS: each send WQE is
  * copied out of the ring once (qp->eng.copy) before it is validated or
@@ -10,40 +9,29 @@
  * attached by reference as page frags, remu_sge_frag_skb(); any other
  * gathered with remu_sge_copy() or taken from the inline data) and sent
  * with remu_net_xmit().  A packet sent again is built again from the
- * MRs, as a NIC reads memory again for a retransmission.  RC WQEs stay in the ring (slot not
- * consumed) until the completer retires them; UC/UD WQEs retire as soon
- * as their last packet is sent.  RC sends stop at a window of
- * REMU_REQ_WINDOW unacknowledged packets and at max_rd_atomic
+ * MRs, as a NIC reads memory again for a retransmission.  RC WQEs stay in
+ * the ring (slot not consumed) until the completer retires them; UC/UD
+ * WQEs retire as soon as their last packet is sent.  RC sends stop at a
+ * window of REMU_REQ_WINDOW unacknowledged packets and at max_rd_atomic
  * outstanding READs/atomics.  Every RC packet sent starts the retransmit
  * timer if it is not running (remu_comp_arm(); the completer owns it), so
  * a WQE the window stopped before its last packet is still covered.
- * Going back (remu_req_go_back()) resends
- * from a PSN; a READ is resent for the responses it still lacks only
- * (from PSN first + rcvd, address and length moved to match), a finished
- * READ/atomic is skipped.  LOCAL_INV, (kernel QPs only) REG_MR and (user
- * QPs only) BIND_MW send nothing: each runs when every WQE before it has
- * completed, through the MR layer (remu_key_invalidate(),
- * remu_mr_fast_reg(), remu_mw_bind()), and completes
- * at once, IB_WC_MW_BIND_ERR with the QP to ERR if the MR layer refuses.
- * A UD WQE's address vector is resolved when the WQE is posted
- * (remu_req_post_av(), from the doorbell or a kernel post_send), as a NIC
- * copies it into the WQE: the AH may be destroyed as soon as
- * ibv_post_send() returns; the requester stops at the first WQE posted
- * but not yet rung.
+ * Going back (remu_req_go_back()) resends from a PSN; a READ is resent
+ * for the responses it still lacks only (from PSN first + rcvd, address
+ * and length moved to match), a finished READ/atomic is skipped.
+ * LOCAL_INV, (kernel QPs only) REG_MR and (user QPs only) BIND_MW and UMR
+ * send nothing: each runs when every WQE before it has completed, through
+ * the MR layer (remu_key_invalidate(), remu_mr_fast_reg(), remu_mw_bind(),
+ * remu_mkey_umr()), and completes at once, IB_WC_MW_BIND_ERR with the QP
+ * to ERR if the MR layer refuses.  A UD WQE's address vector is resolved
+ * when the WQE is posted (remu_req_post_av(), from the doorbell or a
+ * kernel post_send), as a NIC copies it into the WQE: the AH may be
+ * destroyed as soon as ibv_post_send() returns; the requester stops at
+ * the first WQE posted but not yet rung.
  *
- * The engines' owner (remu_eng_run(): the work item qp->send_work, or
- * the doorbell's caller in RTS, remu_eng_doorbell()) runs, in this order:
- * the completer and responder on every queued packet (qp->eng.rxq), the
- * completer's timer handling, then the requester.  One owner at a time
- * per QP (the RUNNING bit, remu_eng_own()): the engines' state in struct
- * remu_qp_eng needs no lock.  Ring slots are
- * consumed under the rings' cons_locks, never held across an MR copy.
- * RC's responder resources and READ response maps, sized by the QP's
- * max_dest_rd_atomic and max_rd_atomic, are made by modify_qp
- * (remu_eng_alloc(), under qp->mutex, before the QP changes: -ENOMEM
- * leaves it as it was) and passed to the work item through
- * eng.res_new/maps_new with xchg(); the work item takes them at the start
- * of each round (remu_eng_take()) and frees what they replace.
+ * Locking: the requester runs only in the engines' owner (remu_eng.c),
+ * whose state needs no lock.  SQ slots are read and consumed under
+ * qp->sq.cons_lock, never held across an MR copy.
  */
 #include <rdma/ib_cache.h>
 
@@ -51,357 +39,22 @@
 #include "remu_mr.h"
 #include "remu_net.h"
 
-/* a UD WQE's destination, resolved at post time (remu_qp_eng.uav) */
-struct remu_uav {
-	struct remu_av av;
-	int err;		/* the AH did not resolve: the WQE fails */
-};
-
 void *remu_req_copy(struct remu_qp *qp, u32 idx)
 {
 	return qp->eng.copy + (size_t)(idx & qp->sq.ring.mask) *
 			      qp->sq.ring.slot_size;
 }
 
-static void remu_eng_timer(struct timer_list *t)
-{
-	struct remu_qp *qp = from_timer(qp, t, eng.timer);
-
-	set_bit(0, &qp->eng.timed_out);
-	queue_work(remu_wq, &qp->send_work);
-}
-
-static void remu_eng_ptimer(struct timer_list *t)
-{
-	struct remu_qp *qp = from_timer(qp, t, eng.ptimer);
-
-	set_bit(1, &qp->eng.timed_out);
-	queue_work(remu_wq, &qp->send_work);
-}
-
-int remu_eng_init(struct remu_qp *qp)
-{
-	struct remu_qp_eng *e = &qp->eng;
-	/* a process's QP: charged to its memory cgroup, as its rings */
-	gfp_t gfp = qp->is_user ? GFP_KERNEL_ACCOUNT : GFP_KERNEL;
-
-	skb_queue_head_init(&e->rxq);
-	timer_setup(&e->timer, remu_eng_timer, 0);
-	timer_setup(&e->ptimer, remu_eng_ptimer, 0);
-	/* every transport: remu_req_av() (RC/UC) uses it, destroy frees it */
-	if (dst_cache_init(&e->dst_cache, gfp))
-		return -ENOMEM;
-	e->st = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->st), gfp);
-	e->copy = kvcalloc(qp->sq.ring.num_slots, qp->sq.ring.slot_size, gfp);
-	if (!qp->is_user)
-		e->kreg = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->kreg),
-				   GFP_KERNEL);
-	/* RC's responder resources and READ maps: remu_eng_alloc() */
-	if (remu_qp_type(qp) == IB_QPT_UD)
-		e->uav = kvcalloc(qp->sq.ring.num_slots, sizeof(*e->uav), gfp);
-	if (!e->st || !e->copy || (!qp->is_user && !e->kreg) ||
-	    (remu_qp_type(qp) == IB_QPT_UD && !e->uav)) {
-		kvfree(e->st);
-		kvfree(e->copy);
-		kvfree(e->kreg);
-		kvfree(e->uav);
-		dst_cache_destroy(&e->dst_cache);
-		e->kreg = NULL;
-		e->uav = NULL;
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-static bool remu_state_live(int s)
-{
-	return s >= IB_QPS_RTR && s <= IB_QPS_SQD;
-}
-
-/**
- * remu_eng_alloc - what the engines of an RC QP need for a modify_qp
- * @qp: the QP
- * @attr, @mask: the modify_qp's attributes, already checked
- * @cur, @next: the state before and after it
- * @n: set to the new sets, or to NULLs where none is needed
- *
- * The responder resources: entering RTR, an empty set of
- * max_dest_rd_atomic entries (at least one; at most REMU_MAX_RD_ATOMIC,
- * remu_qp_check_attr()); a change of max_dest_rd_atomic past RTR
- * (SQD -> SQD), a set that keeps the newest entries.  The READ response
- * maps: on RTR -> RTS or a change of max_rd_atomic past RTR,
- * min(max_rd_atomic, REMU_RD_MAPS) of them (at least one).  Called under
- * qp->mutex before anything of the QP changes, so that a failure leaves
- * the QP as it was.
- *
- * Return: 0 or -ENOMEM (nothing allocated).
- */
-int remu_eng_alloc(struct remu_qp *qp, const struct ib_qp_attr *attr,
-		   int mask, int cur, int next, struct remu_eng_new *n)
-{
-	bool live = remu_state_live(cur) && remu_state_live(next);
-	bool fresh = next == IB_QPS_RTR && cur != IB_QPS_RTR;
-	gfp_t gfp = qp->is_user ? GFP_KERNEL_ACCOUNT : GFP_KERNEL;
-	u32 k;
-
-	memset(n, 0, sizeof(*n));
-	if (qp->ib_qp.qp_type != IB_QPT_RC)
-		return 0;
-	if (fresh || (live && (mask & IB_QP_MAX_DEST_RD_ATOMIC))) {
-		k = (mask & IB_QP_MAX_DEST_RD_ATOMIC) ?
-		    attr->max_dest_rd_atomic : qp->attr.max_dest_rd_atomic;
-		k = clamp_t(u32, k, 1, REMU_MAX_RD_ATOMIC);
-		n->res = kzalloc(struct_size(n->res, r, k), gfp);
-		if (!n->res)
-			return -ENOMEM;
-		n->res->n = k;
-		n->res->carry = !fresh;
-	}
-	if ((cur == IB_QPS_RTR && next == IB_QPS_RTS) ||
-	    (live && (mask & IB_QP_MAX_QP_RD_ATOMIC))) {
-		k = (mask & IB_QP_MAX_QP_RD_ATOMIC) ? attr->max_rd_atomic :
-						      qp->attr.max_rd_atomic;
-		k = clamp_t(u32, k, 1, REMU_RD_MAPS);
-		n->maps = kzalloc(struct_size(n->maps, m, k), gfp);
-		if (!n->maps) {
-			kfree(n->res);
-			n->res = NULL;
-			return -ENOMEM;
-		}
-		n->maps->n = k;
-	}
-	return 0;
-}
-
 /*
- * remu_eng_set - hand the sets of remu_eng_alloc() to the work item, once
- * the modify_qp cannot fail any more; under qp->mutex.  Only modify_qp
- * adds a set and the work item only takes one (remu_eng_take()), so a set
- * made before and still there was never used: it is freed (and if it was
- * a responder set to start empty, so is the new one).
+ * The QP's address vector (RC/UC), into @av, with the QP's route cache.
+ * Only the engines' owner calls this (and so uses the cache): emptying the
+ * cache here, when the path has changed since it was filled, cannot race
+ * with a lookup.
  */
-void remu_eng_set(struct remu_qp *qp, struct remu_eng_new *n)
-{
-	struct remu_qp_eng *e = &qp->eng;
-	struct remu_rd_res_set *old_res;
-
-	if (n->res) {
-		old_res = xchg(&e->res_new, NULL);
-		if (old_res && !old_res->carry)
-			n->res->carry = false;
-		kfree(old_res);
-		/* pairs with the xchg() of remu_eng_take() */
-		smp_store_release(&e->res_new, n->res);
-	}
-	if (n->maps) {
-		kfree(xchg(&e->maps_new, NULL));
-		/* likewise */
-		smp_store_release(&e->maps_new, n->maps);
-	}
-}
-
-/*
- * The work item, before it looks at a packet or a WQE: take the sets that
- * modify_qp made and free the old ones, which nothing else reads.  The
- * responder resources before a change of their number stay for a
- * duplicate until overwritten, as in a ring that grew or shrank.  New
- * maps wait until no READ holds a map beyond their end.
- */
-static void remu_eng_take(struct remu_qp_eng *e)
-{
-	struct remu_rd_res_set *s, *old;
-	struct remu_rd_map_set *m, *old_m;
-	u32 i, k;
-
-	if (READ_ONCE(e->res_new)) {
-		s = xchg(&e->res_new, NULL);
-		old = e->res;
-		if (s->carry && old) {
-			/* the newest min(old->n, s->n), oldest first */
-			k = min(old->n, s->n);
-			for (i = 0; i < k; i++)
-				s->r[i] = old->r[(old->next + old->n - k + i) %
-						 old->n];
-			s->next = k % s->n;
-		}
-		e->res = s;
-		kfree(old);
-	}
-	if (READ_ONCE(e->maps_new)) {
-		m = xchg(&e->maps_new, NULL);
-		if (e->rdmap_used >> m->n) {
-			/* not yet; unless modify_qp made another meanwhile */
-			if (cmpxchg(&e->maps_new, NULL, m))
-				kfree(m);
-			return;
-		}
-		old_m = e->maps;
-		if (old_m)
-			memcpy(m->m, old_m->m,
-			       min(old_m->n, m->n) * sizeof(m->m[0]));
-		e->maps = m;
-		kfree(old_m);
-	}
-}
-
-/* after every lookup is gone: stop the timer and the work, drop packets */
-void remu_eng_fini(struct remu_qp *qp)
-{
-	struct remu_qp_eng *e = &qp->eng;
-
-	timer_shutdown_sync(&e->timer);
-	timer_shutdown_sync(&e->ptimer);
-	/*
-	 * No doorbell can start any more (uverbs destroys a QP only when no
-	 * command uses it); wait for those in flight to let go of the
-	 * engines and to queue what they leave, then for the work item.
-	 */
-	wait_var_event(&e->inl, !atomic_read(&e->inl));
-	cancel_work_sync(&qp->send_work);
-	skb_queue_purge(&e->rxq);
-	kvfree(e->st);
-	kvfree(e->copy);
-	kvfree(e->kreg);
-	kfree(e->maps);
-	kfree(e->maps_new);
-	kfree(e->res);
-	kfree(e->res_new);
-	kvfree(e->uav);
-	dst_cache_destroy(&e->dst_cache);
-}
-
-/* bits of remu_qp_eng.run */
-enum {
-	REMU_ENG_RUNNING,
-	REMU_ENG_AGAIN,
-	REMU_ENG_RESET,		/* modify_qp moved the QP to RESET */
-};
-
-static bool remu_eng_own(struct remu_qp *qp);
-static void remu_eng_release(struct remu_qp *qp, bool more);
-
-/*
- * RESET: forget everything in flight.  Only the engines' owner may touch
- * what it clears: remu_eng_run() calls it at the top of a round when
- * modify_qp asked for it (REMU_ENG_RESET, remu_eng_reset_mark()).
- */
-static void remu_eng_reset(struct remu_qp *qp)
-{
-	struct remu_qp_eng *e = &qp->eng;
-
-	del_timer(&e->timer);
-	del_timer(&e->ptimer);
-	clear_bit(0, &e->timed_out);
-	clear_bit(1, &e->timed_out);
-	e->probing = false;
-	e->areq = false;
-	/* the next connection may take another path: measure it anew */
-	e->rtt_t = 0;
-	e->srtt_us = 0;
-	e->rtt_min_us = 0;
-	skb_queue_purge(&e->rxq);
-	memset(e->st, 0, qp->sq.ring.num_slots * sizeof(*e->st));
-	e->rd_out = 0;
-	e->rdmap_used = 0;
-	e->rnr_wait = false;
-	e->nak_sent = false;
-	e->in_send = false;
-	e->in_write = false;
-	e->have_rwqe = false;
-	e->roff = 0;
-}
-
-/* the owner: the reset modify_qp asked for, if it is still to be done */
-static void remu_eng_reset_pending(struct remu_qp *qp)
-{
-	if (test_and_clear_bit(REMU_ENG_RESET, &qp->eng.run))
-		remu_eng_reset(qp);
-}
-
-/*
- * modify_qp to RESET, under qp->mutex: the engines' state is the owner's,
- * and modify_qp cannot wait for the owner here (an owner that meets a
- * completion error takes qp->mutex, remu_qp_error_begin()).  So it marks
- * the reset and does it at once if it can take ownership; if someone
- * owns the engines, remu_eng_own() set AGAIN, the owner goes round again
- * and does the reset at the top of that round, before it looks at the
- * state.  Until then the owner only finishes the round it is in, in which
- * the QP's new state stops the requester and drops arriving packets.
- */
-static void remu_eng_reset_mark(struct remu_qp *qp)
-{
-	set_bit(REMU_ENG_RESET, &qp->eng.run);
-	if (!remu_eng_own(qp))
-		return;
-	remu_eng_reset_pending(qp);
-	remu_eng_release(qp, false);
-}
-
-/*
- * The path MTU, which both the requester (segmentation) and the responder
- * (READ responses, from RTR on) use: the QP's path_mtu, or for UD the
- * port's active MTU.
- */
-static void remu_eng_set_mtu(struct remu_qp *qp)
-{
-	/* under qp->mutex: not ib_query_port(), which takes rtnl */
-	int m = remu_qp_type(qp) != IB_QPT_UD ? qp->attr.path_mtu :
-		remu_port_active_mtu(&qp->rdev->ib_dev);
-
-	qp->eng.mtu = m > 0 ? ib_mtu_enum_to_int(m) : 256;
-}
-
-/*
- * modify_qp, under qp->mutex, once the new state @next is set (@cur the
- * state before).  The send PSN is taken from sq_psn only on RTR->RTS:
- * RTS->RTS and SQD->RTS keep the PSN stream going.
- */
-void remu_eng_modify(struct remu_qp *qp, int cur, int next)
-{
-	struct remu_qp_eng *e = &qp->eng;
-
-	switch (next) {
-	case IB_QPS_RESET:
-		remu_eng_reset_mark(qp);
-		break;
-	case IB_QPS_RTR:
-		e->rpsn = qp->attr.rq_psn;
-		e->msn = 0;
-		e->comm_est = false;
-		/* RC: the responder resources start empty (remu_eng_set()) */
-		remu_eng_set_mtu(qp);
-		break;
-	case IB_QPS_RTS:
-		remu_eng_set_mtu(qp);
-		if (cur == IB_QPS_RTR) {
-			e->psn = qp->attr.sq_psn;
-			e->sent_end = e->psn;
-			e->una = e->psn;
-			e->head = qp->sq.ring.cons;
-		}
-		e->retries = qp->attr.retry_cnt;
-		e->rnr_left = qp->attr.rnr_retry;
-		break;
-	case IB_QPS_ERR:
-		del_timer(&e->timer);
-		del_timer(&e->ptimer);
-		break;
-	default:
-		break;
-	}
-}
-
-/*
- * The QP's address vector (RC/UC), into @avp (a struct remu_av), with the
- * QP's route cache.  Only the engines' owner calls this (and so uses the
- * cache): emptying the cache here, when the path has changed since it was
- * filled, cannot race with a lookup.
- */
-int remu_req_av(struct remu_qp *qp, void *avp)
+int remu_req_av(struct remu_qp *qp, struct remu_av *av)
 {
 	struct rdma_ah_attr attr = qp->attr.ah_attr;
 	struct remu_qp_eng *e = &qp->eng;
-	struct remu_av *av = avp;
 	struct remu_dst_key key = {};
 	int err;
 
@@ -421,228 +74,6 @@ int remu_req_av(struct remu_qp *qp, void *avp)
 	}
 	av->dcache = &e->dst_cache;
 	return 0;
-}
-
-/* rounds and packets one run may take before it hands over to the work */
-#define REMU_ENG_BUDGET		256
-
-/*
- * May the doorbell's caller run the engines of @qp?  Not once its PD has
- * an MR that may have to fault (ODP, dma-buf): a fault sleeps for as long
- * as the backing takes and must not be served in the caller's context
- * (its signals, its time).  pd->may_fault is set before such an MR gets
- * a key, so whatever names the MR (a WQE posted after its registration,
- * a request carrying its rkey) reaches the engines after the flag; it is
- * read again for each WQE and packet (remu_req_run(), remu_eng_run()).
- */
-static bool remu_eng_inline_ok(struct remu_qp *qp)
-{
-	return !READ_ONCE(to_remu_pd(qp->ib_qp.pd)->may_fault);
-}
-
-/*
- * Ownership of the engines.  The work item and the doorbell's caller both
- * run them, one at a time: RUNNING is taken with test_and_set_bit().
- * Whoever finds it taken sets AGAIN and leaves; the owner looks at AGAIN
- * after each round and goes round again, and when it lets go
- * (remu_eng_release()) it clears RUNNING, then looks at AGAIN once more
- * and queues the work if it is set.  Each side has a full barrier
- * between its two steps (set AGAIN, read RUNNING / clear RUNNING, read
- * AGAIN), so at least one of them sees the other's write: either the
- * owner sees AGAIN (and goes round, or queues the work), or the one that
- * set it sees RUNNING clear and tries to take it again.  Whatever the one
- * that set AGAIN published before (a WQE and the producer index, a
- * packet on rxq, a timer's bit) is ordered before AGAIN by the barrier
- * before it, and the owner reads it after clearing AGAIN (barrier after),
- * so a round that starts after the owner saw AGAIN sees it too.
- *
- * Return: true if the caller owns the engines now.
- */
-static bool remu_eng_own(struct remu_qp *qp)
-{
-	struct remu_qp_eng *e = &qp->eng;
-
-	for (;;) {
-		/* fully ordered when it sets the bit: taken like a lock */
-		if (!test_and_set_bit(REMU_ENG_RUNNING, &e->run))
-			return true;
-		/* what the caller published is visible before AGAIN */
-		smp_mb__before_atomic();
-		set_bit(REMU_ENG_AGAIN, &e->run);
-		/* pairs with remu_eng_release(): AGAIN set before RUNNING read */
-		smp_mb__after_atomic();
-		if (test_bit(REMU_ENG_RUNNING, &e->run))
-			return false;
-		/* the owner let go meanwhile: try to take it ourselves */
-	}
-}
-
-/*
- * Let go of the engines.  @more: work is left over (budget spent, or the
- * caller handed the rest to the work item).  A waiter of
- * remu_eng_wait_run() is told through eng.gen.
- */
-static void remu_eng_release(struct remu_qp *qp, bool more)
-{
-	struct remu_qp_eng *e = &qp->eng;
-
-	WRITE_ONCE(e->gen, e->gen + 1);
-	/* everything the round wrote is visible before RUNNING clears */
-	smp_mb__before_atomic();
-	clear_bit(REMU_ENG_RUNNING, &e->run);
-	/* pairs with remu_eng_own(): RUNNING clear before AGAIN is read */
-	smp_mb__after_atomic();
-	wake_up_var(&e->run);
-	if (more || test_bit(REMU_ENG_AGAIN, &e->run))
-		queue_work(remu_wq, &qp->send_work);
-}
-
-/*
- * The engines: completer/responder on received packets, the timers, the
- * requester; or in ERR the flush of what was posted since
- * (remu_qp_err_work()).  It goes round again, within its budget (each
- * round and each packet take one), as long as someone set AGAIN while it
- * ran (remu_eng_kick(), the doorbell, a timer): one work item run,
- * wake-up and context switch less each time.
- *
- * @caller: the doorbell's caller runs them (remu_eng_doorbell()): only
- * while the QP is in RTS and remu_eng_inline_ok(); anything else (another
- * state, an MR that may fault, the budget spent) is handed to the work
- * item, which the release queues.
- */
-void remu_eng_run(struct remu_qp *qp, bool caller)
-{
-	struct remu_qp_eng *e = &qp->eng;
-	int budget = REMU_ENG_BUDGET;
-	bool more = false, live;
-	struct sk_buff *skb;
-	enum ib_qp_state s;
-
-	if (!remu_eng_own(qp))
-		return;
-again:
-	budget--;
-	clear_bit(REMU_ENG_AGAIN, &e->run);
-	/* a packet kicked after this is seen below, or by the next round */
-	smp_mb__after_atomic();
-	/* a modify_qp to RESET while someone else owned the engines */
-	remu_eng_reset_pending(qp);
-	s = READ_ONCE(qp->state);
-	if (caller && (s != IB_QPS_RTS || !remu_eng_inline_ok(qp))) {
-		more = true;
-		goto out;
-	}
-	live = s >= IB_QPS_RTR && s <= IB_QPS_SQD;
-	if (s == IB_QPS_ERR)
-		remu_qp_err_work(qp);
-	if (!live)
-		goto out;
-	remu_eng_take(e);
-	while (budget > 0 && (skb = skb_dequeue(&e->rxq))) {
-		s = READ_ONCE(qp->state);
-		if (caller && !remu_eng_inline_ok(qp)) {
-			/* the work item takes it from here, in order */
-			skb_queue_head(&e->rxq, skb);
-			more = true;
-			goto out;
-		}
-		budget--;
-		if (s == IB_QPS_ERR || s == IB_QPS_RESET) {
-			/* the QP stopped receiving since remu_rcv() */
-			remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
-			kfree_skb(skb);
-			continue;
-		}
-		if (remu_opcode[remu_cb(skb)->opcode].flags & REMU_OP_RESP)
-			remu_comp_pkt(qp, skb);
-		else
-			remu_resp_pkt(qp, skb);
-	}
-	if (test_and_clear_bit(0, &e->timed_out))
-		remu_comp_timeout(qp);
-	if (test_and_clear_bit(1, &e->timed_out))
-		remu_comp_probe(qp);
-	if (READ_ONCE(qp->state) == IB_QPS_RTS && !remu_req_run(qp, caller)) {
-		more = true;
-		goto out;
-	}
-	if (budget > 0 && test_bit(REMU_ENG_AGAIN, &e->run))
-		goto again;
-	more = !skb_queue_empty(&e->rxq);
-out:
-	remu_eng_release(qp, more);
-}
-
-/**
- * remu_eng_doorbell - a process rang @qp's doorbell
- * @qp: the QP, in RTS when the caller looked
- *
- * Runs the engines here, in the caller's context, unless someone else
- * runs them (then they go round once more for this doorbell) or they may
- * not run here (remu_eng_inline_ok()): then the work item does.  The
- * call is counted in eng.inl until it has touched @qp for the last time,
- * for remu_eng_fini().
- *
- * Context: process context, may sleep (the engines take qp->mutex on a
- * completion error and the MR layer's mutexes); under the uverbs SRCU
- * read lock, not under RCU.
- */
-void remu_eng_doorbell(struct remu_qp *qp)
-{
-	struct remu_qp_eng *e = &qp->eng;
-
-	atomic_inc(&e->inl);
-	if (remu_eng_inline_ok(qp))
-		remu_eng_run(qp, true);
-	else
-		queue_work(remu_wq, &qp->send_work);
-	if (atomic_dec_and_test(&e->inl))
-		wake_up_var(&e->inl);
-}
-
-/**
- * remu_eng_wait_run - wait for the engines' run in progress to end
- * @qp: the QP
- *
- * Whoever owns the engines when this is called (the work item or a
- * doorbell's caller) has finished its run when this returns, and so has
- * the work item queued at that time.  Runs that start later (a new
- * doorbell, a packet) are not waited for: the callers stop those first
- * if they must (remu_eng_fini()).
- *
- * Context: process context, may sleep; not from the engines themselves.
- */
-void remu_eng_wait_run(struct remu_qp *qp)
-{
-	struct remu_qp_eng *e = &qp->eng;
-	unsigned long gen = READ_ONCE(e->gen);
-
-	/* pairs with remu_eng_release(): gen read before RUNNING */
-	smp_rmb();
-	wait_var_event(&e->run, !test_bit(REMU_ENG_RUNNING, &e->run) ||
-				READ_ONCE(e->gen) != gen);
-	flush_work(&qp->send_work);
-}
-
-/**
- * remu_eng_kick - a packet was queued on @qp's receive list
- * @qp: the QP
- *
- * Queues the QP's work, unless the engines are running: then it only
- * marks the packet (REMU_ENG_AGAIN) and their owner goes round once more
- * (remu_eng_own() explains the pairing).
- *
- * Context: any (softirq, or the sender's loopback path).
- */
-void remu_eng_kick(struct remu_qp *qp)
-{
-	/* the packet is on the list before AGAIN says so */
-	smp_mb__before_atomic();
-	set_bit(REMU_ENG_AGAIN, &qp->eng.run);
-	/* pairs with remu_eng_release(): AGAIN set before RUNNING is read */
-	smp_mb__after_atomic();
-	if (!test_bit(REMU_ENG_RUNNING, &qp->eng.run))
-		queue_work(remu_wq, &qp->send_work);
 }
 
 /* IBA opcode of packet @first/@last of a WQE with @wr_op on @type */
@@ -763,52 +194,52 @@ static bool remu_is_rd_atomic(u32 op)
 	       op == IB_UVERBS_WR_ATOMIC_WRITE;
 }
 
-/*
- * Copy the WQE at @idx out of the ring and validate the copy.
- * Return: 0, or the IB_WC_* status to complete it with.
- */
-static int remu_req_fetch(struct remu_qp *qp, u32 idx)
+/* a UMR WQE: its entries are inline, remu_mkey_umr() reads them */
+static int remu_req_check_umr(struct remu_qp *qp,
+			      const struct remu_send_wqe *w)
 {
-	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
-	struct remu_send_wqe *w = remu_req_copy(qp, idx);
-	struct remu_sge *sge = (struct remu_sge *)(w + 1);
-	enum ib_qp_type type = remu_qp_type(qp);
-	unsigned long flags;
-	u64 len = 0;
+	if (!(w->flags & REMU_WQE_INLINE))
+		return IB_WC_LOC_QP_OP_ERR;
+	if (w->inline_len > qp->max_inline)
+		return IB_WC_LOC_LEN_ERR;
+	return 0;
+}
+
+/*
+ * The message length of WQE @w into @len: its inline bytes, or the sum of
+ * its SGEs.  Return: 0, or the IB_WC_* status to complete it with.
+ */
+static int remu_req_wqe_len(struct remu_qp *qp, const struct remu_send_wqe *w,
+			    u64 *len)
+{
+	const struct remu_sge *sge = (const struct remu_sge *)(w + 1);
 	u32 i;
 
-	spin_lock_irqsave(&qp->sq.cons_lock, flags);
-	memcpy(w, remu_queue_slot_at(&qp->sq.ring, idx), qp->sq.ring.slot_size);
-	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
-
-	memset(sw, 0, sizeof(*sw));
-	sw->valid = true;
-	sw->npkts = 1;
-	if (!remu_req_op_ok(qp, w->opcode))
-		return IB_WC_LOC_QP_OP_ERR;
-	if (w->opcode == REMU_WR_UMR) {
-		/* its entries are inline: remu_mkey_umr() reads them */
-		if (!(w->flags & REMU_WQE_INLINE))
-			return IB_WC_LOC_QP_OP_ERR;
-		if (w->inline_len > qp->max_inline)
-			return IB_WC_LOC_LEN_ERR;
-		sw->len = 0;
-		return 0;
-	}
+	*len = 0;
 	if (w->flags & REMU_WQE_INLINE) {
 		if (w->inline_len > qp->max_inline)
 			return IB_WC_LOC_LEN_ERR;
-		len = w->inline_len;
+		*len = w->inline_len;
 		if (remu_is_rd_atomic(w->opcode))
 			return IB_WC_LOC_QP_OP_ERR;
 	} else {
 		if (w->num_sge > qp->sq.max_sge)
 			return IB_WC_LOC_LEN_ERR;
 		for (i = 0; i < w->num_sge; i++)
-			len += sge[i].length;
+			*len += sge[i].length;
 	}
-	if (len > 0x80000000ull)
+	if (*len > 0x80000000ull)
 		return IB_WC_LOC_LEN_ERR;
+	return 0;
+}
+
+/*
+ * What @sw keeps of WQE @w of @len bytes: the length its packets carry
+ * and how many packets it takes.  Return: 0, or the IB_WC_* status.
+ */
+static int remu_req_size(struct remu_qp *qp, const struct remu_send_wqe *w,
+			 struct remu_swqe *sw, u64 len)
+{
 	sw->len = len;
 	switch (w->opcode) {
 	case IB_UVERBS_WR_ATOMIC_CMP_AND_SWP:
@@ -828,12 +259,251 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 	case IB_UVERBS_WR_BIND_MW:
 		break;
 	default:
-		if (type == IB_QPT_UD && len > qp->eng.mtu)
+		if (remu_qp_type(qp) == IB_QPT_UD && len > qp->eng.mtu)
 			return IB_WC_LOC_LEN_ERR;
 		sw->npkts = max_t(u32, 1, DIV_ROUND_UP(len, qp->eng.mtu));
 		break;
 	}
 	return 0;
+}
+
+/*
+ * Copy the WQE at @idx out of the ring and validate the copy.
+ * Return: 0, or the IB_WC_* status to complete it with.
+ */
+static int remu_req_fetch(struct remu_qp *qp, u32 idx)
+{
+	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
+	struct remu_send_wqe *w = remu_req_copy(qp, idx);
+	unsigned long flags;
+	u64 len;
+	int err;
+
+	spin_lock_irqsave(&qp->sq.cons_lock, flags);
+	memcpy(w, remu_queue_slot_at(&qp->sq.ring, idx), qp->sq.ring.slot_size);
+	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+
+	memset(sw, 0, sizeof(*sw));
+	sw->valid = true;
+	sw->npkts = 1;
+	if (!remu_req_op_ok(qp, w->opcode))
+		return IB_WC_LOC_QP_OP_ERR;
+	if (w->opcode == REMU_WR_UMR)
+		return remu_req_check_umr(qp, w);
+	err = remu_req_wqe_len(qp, w, &len);
+	if (err)
+		return err;
+	return remu_req_size(qp, w, sw, len);
+}
+
+/**
+ * struct remu_req_pkt - a request packet being built (remu_req_build_pkt())
+ * @qp:		the sending QP
+ * @w:		the WQE (the requester's copy)
+ * @sw:		its state: the packet is number @sw->sent
+ * @av:		where it goes
+ * @by_ref:	its payload is attached as page frags of the MRs
+ * @pkt:	the headers' layout, from the wire layer
+ * @skb:	the packet
+ * @psn:	its PSN (not masked)
+ * @off:	offset of its payload in the message
+ * @plen:	payload bytes
+ * @roff:	READ: offset in the message of what it asks for
+ * @rlen:	the RETH's DMA length
+ * @first, @last: the message's first / last request packet
+ * @rd:		a READ, atomic, FLUSH or ATOMIC_WRITE (one request packet)
+ * @ack_every:	asks for an ACK as a last packet or a multiple of
+ *		REMU_ACK_EVERY
+ * @gb_first:	the first packet of a go-back (remu_req_go_back())
+ */
+struct remu_req_pkt {
+	struct remu_qp *qp;
+	struct remu_send_wqe *w;
+	struct remu_swqe *sw;
+	const struct remu_av *av;
+	bool by_ref;
+	struct remu_pkt pkt;
+	struct sk_buff *skb;
+	u32 psn;
+	u32 off;
+	u32 plen;
+	u32 roff;
+	u32 rlen;
+	bool first;
+	bool last;
+	bool rd;
+	bool ack_every;
+	bool gb_first;
+};
+
+/* opcode, PSN, payload and AckReq of the packet.  Return: 0 or -EINVAL */
+static int remu_req_pkt_plan(struct remu_req_pkt *p)
+{
+	const struct remu_send_wqe *w = p->w;
+	struct remu_swqe *sw = p->sw;
+	struct remu_qp_eng *e = &p->qp->eng;
+	int op;
+
+	p->first = sw->sent == 0;
+	p->rd = remu_is_rd_atomic(w->opcode);
+	p->last = p->rd || sw->sent + 1 == sw->npkts;
+	op = remu_req_opcode(remu_qp_type(p->qp), w->opcode, p->first, p->last);
+	if (op < 0)
+		return -EINVAL;
+	p->pkt.opcode = op;
+	p->off = sw->sent * e->mtu;
+	if (!p->rd || w->opcode == IB_UVERBS_WR_ATOMIC_WRITE)
+		p->plen = min(sw->len - p->off, e->mtu);
+	p->psn = sw->first_psn + (p->rd ? 0 : sw->sent);
+	p->rlen = sw->len;
+	if (w->opcode == IB_UVERBS_WR_RDMA_READ) {
+		/*
+		 * Sent again: ask only for the responses still missing
+		 * first (IBA allows a resent READ to start at any PSN of the
+		 * original, with its address and length moved to match).
+		 */
+		p->roff = sw->rcvd * e->mtu;
+		p->rlen = min_t(u64, (u64)remu_swqe_read_end(e, sw) * e->mtu,
+				sw->len) - p->roff;
+		p->psn = sw->first_psn + sw->rcvd;
+	}
+	/*
+	 * AckReq: a message's last packet, every REMU_ACK_EVERY PSNs, and
+	 * the first packet of a go-back (remu_req_go_back())
+	 */
+	p->ack_every = p->last || (p->psn % REMU_ACK_EVERY) == 0;
+	p->gb_first = e->areq && p->psn == e->areq_psn;
+	return 0;
+}
+
+/* the skb with its BTH.  Return: 0 or -ENOMEM */
+static int remu_req_pkt_alloc(struct remu_req_pkt *p)
+{
+	struct remu_qp *qp = p->qp;
+	const struct remu_send_wqe *w = p->w;
+	enum ib_qp_type type = remu_qp_type(qp);
+
+	p->skb = p->by_ref ?
+		 remu_net_alloc_skb_ref(qp->rdev, p->av, p->plen, &p->pkt) :
+		 remu_net_alloc_skb(qp->rdev, p->av, p->plen, &p->pkt);
+	if (!p->skb)
+		return -ENOMEM;
+	remu_bth_set_flags(p->pkt.bth,
+			   p->last && (w->flags & REMU_WQE_SOLICITED), false,
+			   p->pkt.pad);
+	remu_bth_set_qpn(p->pkt.bth, type == IB_QPT_UD ? w->remote_qpn :
+			 qp->attr.dest_qp_num);
+	remu_bth_set_psn(p->pkt.bth, p->psn, type == IB_QPT_RC &&
+			 (p->ack_every || p->gb_first));
+	return 0;
+}
+
+/* the extended headers the opcode has, from the WQE */
+static void remu_req_pkt_ext(struct remu_req_pkt *p)
+{
+	const struct remu_send_wqe *w = p->w;
+	struct remu_qp *qp = p->qp;
+	u32 qkey;
+	void *h;
+
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_RETH);
+	if (h)
+		remu_reth_set(h, w->remote_addr + p->roff, w->rkey,
+			      w->opcode == IB_UVERBS_WR_FLUSH ?
+			      (u32)w->compare_add : p->rlen);
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_FETH);
+	if (h)
+		remu_feth_set(h, w->ex_data);
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_IMMDT);
+	if (h)
+		((struct remu_immdt *)h)->imm = (__force __be32)w->ex_data;
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_IETH);
+	if (h)
+		remu_ieth_set(h, w->ex_data);
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_DETH);
+	if (h) {
+		qkey = (w->remote_qkey & 0x80000000u) ? qp->attr.qkey :
+							w->remote_qkey;
+		if (remu_qp_is_gsi(qp))
+			qkey = IB_QP1_QKEY;
+		remu_deth_set(h, qkey, qp->ib_qp.qp_num);
+	}
+	h = remu_pkt_hdr(&p->pkt, REMU_HDR_ATMETH);
+	if (!h)
+		return;
+	if (w->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
+		remu_atmeth_set(h, w->remote_addr, w->rkey, w->swap,
+				w->compare_add);
+	else
+		remu_atmeth_set(h, w->remote_addr, w->rkey, w->compare_add, 0);
+}
+
+/*
+ * The payload: page frags of the MRs (@p->by_ref), ATOMIC_WRITE's value
+ * or the inline bytes from the WQE, or a copy from the MRs.
+ * Return: 0 or the MR layer's errno.
+ */
+static int remu_req_pkt_payload(struct remu_req_pkt *p)
+{
+	struct remu_send_wqe *w = p->w;
+	struct remu_qp *qp = p->qp;
+	struct remu_sgl sgl = {
+		.rdev = qp->rdev,
+		.pd = to_remu_pd(qp->ib_qp.pd),
+		.sges = (struct remu_sge *)(w + 1),
+		.num = w->num_sge,
+	};
+	u8 *buf;
+	int err;
+
+	if (p->by_ref) {
+		err = remu_sge_frag_skb(&sgl, p->off, p->skb, p->plen);
+		if (!err)
+			err = remu_net_end_ref(p->skb, &p->pkt);
+		return err;
+	}
+	if (!p->plen)
+		return 0;
+	buf = p->skb->data + p->pkt.hdr_len;
+	if (w->opcode == IB_UVERBS_WR_ATOMIC_WRITE) {
+		/* the 8 bytes, as they were in the WQE's memory */
+		memcpy(buf, &w->compare_add, sizeof(w->compare_add));
+		return 0;
+	}
+	if (w->flags & REMU_WQE_INLINE) {
+		memcpy(buf, (u8 *)(w + 1) + p->off, p->plen);
+		return 0;
+	}
+	return remu_sge_copy(&sgl, p->off, buf, p->plen, REMU_FROM_MR);
+}
+
+static bool remu_is_send(u32 op)
+{
+	return op == IB_UVERBS_WR_SEND || op == IB_UVERBS_WR_SEND_WITH_IMM ||
+	       op == IB_UVERBS_WR_SEND_WITH_INV;
+}
+
+/* send the finished packet: counters, a round trip to time, sent_end */
+static void remu_req_pkt_xmit(struct remu_req_pkt *p)
+{
+	struct remu_qp *qp = p->qp;
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_swqe *sw = p->sw;
+	u32 end;
+
+	if (p->first && remu_is_send(p->w->opcode))
+		remu_count(qp->rdev, REMU_CNT_RDMA_SEND);
+	/* time a round trip: the first sending of an RC packet that asks for an ACK */
+	if (remu_qp_type(qp) == IB_QPT_RC && !p->rd && !e->rtt_t &&
+	    p->ack_every && !remu_psn_before(p->psn, e->sent_end))
+		remu_comp_rtt_start(qp, p->psn);
+	remu_net_xmit(qp->rdev, p->av, p->skb);	/* a lost packet is retransmitted */
+	if (p->gb_first)
+		e->areq = false;
+	/* responses may now come up to here (READ: one per response) */
+	end = p->rd ? sw->first_psn + sw->npkts : p->psn + 1;
+	if (remu_psn_before(e->sent_end, end))
+		e->sent_end = end & REMU_PSN_MASK;
 }
 
 /*
@@ -844,133 +514,28 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
 static int remu_req_build_pkt(struct remu_qp *qp, u32 idx,
 			      const struct remu_av *av, bool by_ref)
 {
-	struct remu_swqe *sw = &qp->eng.st[idx & qp->sq.ring.mask];
-	struct remu_send_wqe *w = remu_req_copy(qp, idx);
-	struct remu_dev *rdev = qp->rdev;
-	enum ib_qp_type type = remu_qp_type(qp);
-	bool first = sw->sent == 0, last, rd = remu_is_rd_atomic(w->opcode);
-	bool ack_every, gb_first;
-	u32 off = sw->sent * qp->eng.mtu, plen = 0, psn, qkey, roff = 0;
-	u32 rlen = sw->len;
-	struct remu_pkt pkt = {};
-	struct sk_buff *skb;
-	void *h;
-	int op, err;
+	struct remu_req_pkt p = {
+		.qp = qp,
+		.w = remu_req_copy(qp, idx),
+		.sw = &qp->eng.st[idx & qp->sq.ring.mask],
+		.av = av,
+		.by_ref = by_ref,
+	};
+	int err;
 
-	last = rd || sw->sent + 1 == sw->npkts;
-	op = remu_req_opcode(type, w->opcode, first, last);
-	if (op < 0)
-		return -EINVAL;
-	if (!rd || w->opcode == IB_UVERBS_WR_ATOMIC_WRITE)
-		plen = min(sw->len - off, qp->eng.mtu);
-	psn = sw->first_psn + (rd ? 0 : sw->sent);
-	if (w->opcode == IB_UVERBS_WR_RDMA_READ) {
-		/*
-		 * Sent again: ask only for the responses still missing
-		 * first (IBA allows a resent READ to start at any PSN of the
-		 * original, with its address and length moved to match).
-		 */
-		roff = sw->rcvd * qp->eng.mtu;
-		rlen = min_t(u64, (u64)remu_swqe_read_end(&qp->eng, sw) *
-			     qp->eng.mtu, sw->len) - roff;
-		psn = sw->first_psn + sw->rcvd;
+	err = remu_req_pkt_plan(&p);
+	if (err)
+		return err;
+	err = remu_req_pkt_alloc(&p);
+	if (err)
+		return err;
+	remu_req_pkt_ext(&p);
+	err = remu_req_pkt_payload(&p);
+	if (err) {
+		kfree_skb(p.skb);
+		return err;
 	}
-
-	pkt.opcode = op;
-	skb = by_ref ? remu_net_alloc_skb_ref(rdev, av, plen, &pkt) :
-		       remu_net_alloc_skb(rdev, av, plen, &pkt);
-	if (!skb)
-		return -ENOMEM;
-	remu_bth_set_flags(pkt.bth, last && (w->flags & REMU_WQE_SOLICITED),
-			   false, pkt.pad);
-	remu_bth_set_qpn(pkt.bth, type == IB_QPT_UD ? w->remote_qpn :
-				  qp->attr.dest_qp_num);
-	/*
-	 * AckReq: a message's last packet, every REMU_ACK_EVERY PSNs, and
-	 * the first packet of a go-back (remu_req_go_back())
-	 */
-	ack_every = last || (psn % REMU_ACK_EVERY) == 0;
-	gb_first = qp->eng.areq && psn == qp->eng.areq_psn;
-	remu_bth_set_psn(pkt.bth, psn, type == IB_QPT_RC &&
-			 (ack_every || gb_first));
-
-	h = remu_pkt_hdr(&pkt, REMU_HDR_RETH);
-	if (h)
-		remu_reth_set(h, w->remote_addr + roff, w->rkey,
-			      w->opcode == IB_UVERBS_WR_FLUSH ?
-			      (u32)w->compare_add : rlen);
-	h = remu_pkt_hdr(&pkt, REMU_HDR_FETH);
-	if (h)
-		remu_feth_set(h, w->ex_data);
-	h = remu_pkt_hdr(&pkt, REMU_HDR_IMMDT);
-	if (h)
-		((struct remu_immdt *)h)->imm = (__force __be32)w->ex_data;
-	h = remu_pkt_hdr(&pkt, REMU_HDR_IETH);
-	if (h)
-		remu_ieth_set(h, w->ex_data);
-	h = remu_pkt_hdr(&pkt, REMU_HDR_DETH);
-	if (h) {
-		qkey = (w->remote_qkey & 0x80000000u) ? qp->attr.qkey :
-							w->remote_qkey;
-		if (remu_qp_is_gsi(qp))
-			qkey = IB_QP1_QKEY;
-		remu_deth_set(h, qkey, qp->ib_qp.qp_num);
-	}
-	h = remu_pkt_hdr(&pkt, REMU_HDR_ATMETH);
-	if (h) {
-		if (w->opcode == IB_UVERBS_WR_ATOMIC_CMP_AND_SWP)
-			remu_atmeth_set(h, w->remote_addr, w->rkey, w->swap,
-					w->compare_add);
-		else
-			remu_atmeth_set(h, w->remote_addr, w->rkey,
-					w->compare_add, 0);
-	}
-
-	if (by_ref) {
-		err = remu_sge_frag_skb(rdev, to_remu_pd(qp->ib_qp.pd),
-					(struct remu_sge *)(w + 1), w->num_sge,
-					off, skb, plen);
-		if (!err)
-			err = remu_net_end_ref(skb, &pkt);
-		if (err) {
-			kfree_skb(skb);
-			return err;
-		}
-	} else if (plen) {
-		u8 *buf = skb->data + pkt.hdr_len;
-
-		if (w->opcode == IB_UVERBS_WR_ATOMIC_WRITE) {
-			/* the 8 bytes, as they were in the WQE's memory */
-			memcpy(buf, &w->compare_add, sizeof(w->compare_add));
-		} else if (w->flags & REMU_WQE_INLINE) {
-			memcpy(buf, (u8 *)(w + 1) + off, plen);
-		} else {
-			err = remu_sge_copy(rdev, to_remu_pd(qp->ib_qp.pd),
-					    (struct remu_sge *)(w + 1),
-					    w->num_sge, off, buf, plen,
-					    REMU_FROM_MR, 0);
-			if (err) {
-				kfree_skb(skb);
-				return err;
-			}
-		}
-	}
-	if (first && !(w->opcode == IB_UVERBS_WR_RDMA_READ) &&
-	    (w->opcode == IB_UVERBS_WR_SEND ||
-	     w->opcode == IB_UVERBS_WR_SEND_WITH_IMM ||
-	     w->opcode == IB_UVERBS_WR_SEND_WITH_INV))
-		remu_count(rdev, REMU_CNT_RDMA_SEND);
-	/* time a round trip: the first sending of an RC packet that asks for an ACK */
-	if (type == IB_QPT_RC && !rd && !qp->eng.rtt_t && ack_every &&
-	    !remu_psn_before(psn, qp->eng.sent_end))
-		remu_comp_rtt_start(qp, psn);
-	remu_net_xmit(rdev, av, skb);	/* a lost packet is retransmitted */
-	if (gb_first)
-		qp->eng.areq = false;
-	/* responses may now come up to here (READ: one per response) */
-	psn = rd ? sw->first_psn + sw->npkts : psn + 1;
-	if (remu_psn_before(qp->eng.sent_end, psn))
-		qp->eng.sent_end = psn & REMU_PSN_MASK;
+	remu_req_pkt_xmit(&p);
 	return 0;
 }
 
@@ -1169,7 +734,8 @@ static int remu_req_ud_av(struct remu_qp *qp, u32 ah_num, u32 remote_qpn,
  * not resolve (unknown, another PD's) is recorded: its WQE completes with
  * IB_WC_LOC_QP_OP_ERR when the requester gets to it.
  *
- * Context: any; takes qp->sq.cons_lock to read the ring's extent.
+ * Context: any; under qp->sq.prod_lock, takes qp->sq.cons_lock to read
+ * the ring's extent.
  */
 void remu_req_post_av(struct remu_qp *qp)
 {
@@ -1180,6 +746,7 @@ void remu_req_post_av(struct remu_qp *qp)
 	unsigned long flags;
 	u32 idx, end;
 
+	lockdep_assert_held(&qp->sq.prod_lock);
 	spin_lock_irqsave(&qp->sq.cons_lock, flags);
 	idx = (s32)(e->av_next - q->cons) < 0 ? q->cons : e->av_next;
 	end = q->cons + remu_queue_used_by_consumer(q);
@@ -1190,134 +757,290 @@ void remu_req_post_av(struct remu_qp *qp)
 		u->err = remu_req_ud_av(qp, READ_ONCE(w->ah_num),
 					READ_ONCE(w->remote_qpn), &u->av);
 	}
+	/* the AVs before the index: pairs with remu_req_get_wqe()'s acquire */
 	smp_store_release(&e->av_next, end);
 }
 
 /*
- * The requester.  Return: false if @caller (the doorbell's caller) must
- * hand the rest to the work item (remu_eng_inline_ok()), else true.
+ * The requester's states (remu_req_run()): each step looks at the WQE at
+ * eng.head and returns the next state; the last three end the run.
+ */
+enum remu_req_state {
+	REMU_REQ_GET_WQE,	/* the WQE at eng.head, if one may go now */
+	REMU_REQ_START_WQE,	/* first look: copy, validate, give PSNs */
+	REMU_REQ_CHECK_DONE,	/* a finished READ/atomic gone back over */
+	REMU_REQ_LOCAL_OP,	/* LOCAL_INV, REG_MR, BIND_MW, UMR */
+	REMU_REQ_CHECK_WINDOW,	/* RC: the fence and the window */
+	REMU_REQ_GET_AV,	/* where its packets go */
+	REMU_REQ_SEND_PKT,	/* its next packet */
+	REMU_REQ_WAIT,		/* nothing more to send now */
+	REMU_REQ_ERROR,		/* a WQE completed in error, the QP to ERR */
+	REMU_REQ_HANDOFF,	/* the doorbell's caller hands over */
+};
+
+/* WQE steps one run may take before it queues the work for the rest */
+#define REMU_REQ_BUDGET		512
+
+/**
+ * struct remu_req_ctx - the requester's walk of the SQ in one run
+ * @qp:		the QP
+ * @caller:	the doorbell's caller runs the engines (remu_eng_doorbell())
+ * @rc:		an RC QP
+ * @budget:	WQE steps left in this run
+ * @have_av:	@av holds the QP's path (RC/UC: resolved once per run)
+ * @av:		the QP's path
+ * @dst:	where the WQE's packets go: @av, or UD's resolved AV
+ * @idx:	ring index of the WQE
+ * @sw:		its requester state
+ * @w:		its copy
+ */
+struct remu_req_ctx {
+	struct remu_qp *qp;
+	bool caller;
+	bool rc;
+	int budget;
+	bool have_av;
+	struct remu_av av;
+	const struct remu_av *dst;
+	u32 idx;
+	struct remu_swqe *sw;
+	struct remu_send_wqe *w;
+};
+
+/* REMU_REQ_GET_WQE: the WQE at eng.head, if one may be sent now */
+static enum remu_req_state remu_req_get_wqe(struct remu_req_ctx *c)
+{
+	struct remu_qp *qp = c->qp;
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	unsigned long flags;
+	u32 used;
+
+	if (c->budget-- <= 0 || e->rnr_wait ||
+	    READ_ONCE(qp->state) != IB_QPS_RTS)
+		return REMU_REQ_WAIT;
+	spin_lock_irqsave(&qp->sq.cons_lock, flags);
+	used = remu_queue_used_by_consumer(q);
+	if ((s32)(e->head - q->cons) < 0)
+		e->head = q->cons;
+	c->idx = e->head;
+	spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
+	if (c->idx - q->cons >= used)
+		return REMU_REQ_WAIT;
+	/*
+	 * UD: posted, its AV not resolved yet; the doorbell requeues.  The
+	 * AVs are seen with the index: pairs with remu_req_post_av()'s
+	 * smp_store_release()
+	 */
+	if (e->uav && (s32)(c->idx - smp_load_acquire(&e->av_next)) >= 0)
+		return REMU_REQ_WAIT;
+	/* after the producer index: an MR the WQE names is seen */
+	if (c->caller && !remu_eng_inline_ok(qp))
+		return REMU_REQ_HANDOFF;
+	c->sw = &e->st[c->idx & q->mask];
+	c->w = remu_req_copy(qp, c->idx);
+	return c->sw->valid ? REMU_REQ_CHECK_DONE : REMU_REQ_START_WQE;
+}
+
+/*
+ * REMU_REQ_START_WQE: copy and validate the WQE, give it its first PSN,
+ * count a READ/atomic (RC: at most max_rd_atomic outstanding)
+ */
+static enum remu_req_state remu_req_start_wqe(struct remu_req_ctx *c)
+{
+	struct remu_qp *qp = c->qp;
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_swqe *sw = c->sw;
+	int err;
+
+	err = remu_req_fetch(qp, c->idx);
+	if (err) {
+		remu_comp_fail_wqe(qp, c->idx, err);
+		return REMU_REQ_ERROR;
+	}
+	if (remu_is_rd_atomic(c->w->opcode) && c->rc &&
+	    e->rd_out >= max_t(u32, 1, qp->attr.max_rd_atomic)) {
+		sw->valid = false;
+		return REMU_REQ_WAIT;
+	}
+	sw->first_psn = e->psn;
+	if (remu_is_rd_atomic(c->w->opcode)) {
+		e->rd_out++;
+		sw->rd = true;
+	}
+	if (c->w->opcode == IB_UVERBS_WR_RDMA_READ)
+		remu_req_map_get(e, sw);
+	return REMU_REQ_CHECK_DONE;
+}
+
+/* REMU_REQ_CHECK_DONE: a finished READ/atomic gone back over is skipped */
+static enum remu_req_state remu_req_check_done(struct remu_req_ctx *c)
+{
+	struct remu_qp_eng *e = &c->qp->eng;
+	struct remu_swqe *sw = c->sw;
+
+	if (c->rc && sw->rd && sw->rcvd >= sw->npkts) {
+		if (remu_psn_before(e->psn, sw->first_psn + sw->npkts))
+			e->psn = (sw->first_psn + sw->npkts) & REMU_PSN_MASK;
+		e->head++;
+		return REMU_REQ_GET_WQE;
+	}
+	return remu_is_local(c->w->opcode) ? REMU_REQ_LOCAL_OP :
+					     REMU_REQ_CHECK_WINDOW;
+}
+
+/* REMU_REQ_LOCAL_OP: executed when every WQE before it has completed */
+static enum remu_req_state remu_req_local_op(struct remu_req_ctx *c)
+{
+	struct remu_qp *qp = c->qp;
+	int err;
+
+	if (c->idx != qp->sq.ring.cons)
+		return REMU_REQ_WAIT;
+	err = remu_req_local(qp, c->idx, c->w);
+	qp->eng.head++;
+	if (err) {
+		remu_comp_fail_wqe(qp, c->idx, IB_WC_MW_BIND_ERR);
+		return REMU_REQ_ERROR;
+	}
+	remu_comp_wqe(qp, c->idx, IB_WC_SUCCESS);
+	return REMU_REQ_GET_WQE;
+}
+
+/*
+ * REMU_REQ_CHECK_WINDOW (RC): a fenced WQE waits for the READs/atomics
+ * before it; no packet beyond REMU_REQ_WINDOW unacknowledged PSNs
+ */
+static enum remu_req_state remu_req_check_window(struct remu_req_ctx *c)
+{
+	struct remu_qp_eng *e = &c->qp->eng;
+
+	if (!c->rc)
+		return REMU_REQ_GET_AV;
+	if ((c->w->flags & REMU_WQE_FENCE) && e->rd_out &&
+	    c->idx != c->qp->sq.ring.cons)
+		return REMU_REQ_WAIT;
+	if (remu_psn_diff(c->sw->first_psn + c->sw->sent, e->una) >=
+	    REMU_REQ_WINDOW)
+		return REMU_REQ_WAIT;
+	return REMU_REQ_GET_AV;
+}
+
+/*
+ * REMU_REQ_GET_AV: UD, the AV resolved when the WQE was posted; RC/UC,
+ * the QP's path, resolved once per run
+ */
+static enum remu_req_state remu_req_get_av(struct remu_req_ctx *c)
+{
+	struct remu_qp_eng *e = &c->qp->eng;
+	u32 slot = c->idx & c->qp->sq.ring.mask;
+	int err = 0;
+
+	if (e->uav) {
+		err = e->uav[slot].err;
+		c->dst = &e->uav[slot].av;
+	} else if (!c->have_av) {
+		err = remu_req_av(c->qp, &c->av);
+		c->have_av = !err;
+	}
+	if (err) {
+		remu_comp_fail_wqe(c->qp, c->idx, IB_WC_LOC_QP_OP_ERR);
+		return REMU_REQ_ERROR;
+	}
+	return REMU_REQ_SEND_PKT;
+}
+
+/*
+ * REMU_REQ_SEND_PKT: the WQE's next packet; after its last the requester
+ * moves on, and a UC/UD WQE completes
+ */
+static enum remu_req_state remu_req_send(struct remu_req_ctx *c)
+{
+	struct remu_qp *qp = c->qp;
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_swqe *sw = c->sw;
+	int err;
+
+	err = remu_req_send_pkt(qp, c->idx, c->dst);
+	if (err) {
+		remu_comp_fail_wqe(qp, c->idx, remu_local_status(err));
+		return REMU_REQ_ERROR;
+	}
+	sw->sent = remu_is_rd_atomic(c->w->opcode) ? sw->npkts : sw->sent + 1;
+	if (remu_psn_before(e->psn, sw->first_psn + sw->sent))
+		e->psn = (sw->first_psn + sw->sent) & REMU_PSN_MASK;
+	/*
+	 * Something is unacknowledged from the first packet on: the window
+	 * can stop a long WQE before its last packet, and if what went out
+	 * (or its ACKs) is lost, only the timer recovers.  A running timer
+	 * is left as it is until the WQE's last packet, which restarts it.
+	 */
+	if (c->rc && (sw->sent == sw->npkts || !timer_pending(&e->timer)))
+		remu_comp_arm(qp);
+	if (sw->sent < sw->npkts)
+		return REMU_REQ_GET_WQE;
+	e->head++;
+	if (!c->rc)
+		remu_comp_wqe(qp, c->idx, IB_WC_SUCCESS);
+	return REMU_REQ_GET_WQE;
+}
+
+/**
+ * remu_req_run - the requester: send what the SQ holds, from eng.head on
+ * @qp: the QP, in RTS
+ * @caller: the doorbell's caller runs the engines (remu_eng_doorbell())
+ *
+ * Steps through the states of enum remu_req_state until one ends the run:
+ * nothing more may go now (the ring, the window, a fence, a local WQE
+ * waiting for those before it, the budget: then the work item does the
+ * rest), a WQE completed in error, or @caller must hand over.
+ *
+ * Context: the engines' owner (remu_eng.c).
+ * Return: false if @caller must hand the rest to the work item
+ * (remu_eng_inline_ok()), else true.
  */
 bool remu_req_run(struct remu_qp *qp, bool caller)
 {
-	struct remu_qp_eng *e = &qp->eng;
-	struct remu_queue *q = &qp->sq.ring;
-	bool rc = qp->ib_qp.qp_type == IB_QPT_RC;
-	bool have_av = false;
-	struct remu_av av;
-	const struct remu_av *dst = &av;
-	unsigned long flags;
-	int budget = 512;
-	u32 used;
+	struct remu_req_ctx c = {
+		.qp = qp,
+		.caller = caller,
+		.rc = qp->ib_qp.qp_type == IB_QPT_RC,
+		.budget = REMU_REQ_BUDGET,
+	};
+	enum remu_req_state s = REMU_REQ_GET_WQE;
 
-	while (budget-- > 0 && !e->rnr_wait &&
-	       READ_ONCE(qp->state) == IB_QPS_RTS) {
-		struct remu_send_wqe *w;
-		struct remu_swqe *sw;
-		u32 idx;
-		int err;
-
-		spin_lock_irqsave(&qp->sq.cons_lock, flags);
-		used = remu_queue_used_by_consumer(q);
-		if ((s32)(e->head - q->cons) < 0)
-			e->head = q->cons;
-		idx = e->head;
-		spin_unlock_irqrestore(&qp->sq.cons_lock, flags);
-		if (idx - q->cons >= used)
+	c.dst = &c.av;
+	for (;;) {
+		switch (s) {
+		case REMU_REQ_GET_WQE:
+			s = remu_req_get_wqe(&c);
 			break;
-		/* UD: posted, its AV not resolved yet; the doorbell requeues */
-		if (e->uav && (s32)(idx - smp_load_acquire(&e->av_next)) >= 0)
+		case REMU_REQ_START_WQE:
+			s = remu_req_start_wqe(&c);
 			break;
-		/* after the producer index: an MR the WQE names is seen */
-		if (caller && !remu_eng_inline_ok(qp))
+		case REMU_REQ_CHECK_DONE:
+			s = remu_req_check_done(&c);
+			break;
+		case REMU_REQ_LOCAL_OP:
+			s = remu_req_local_op(&c);
+			break;
+		case REMU_REQ_CHECK_WINDOW:
+			s = remu_req_check_window(&c);
+			break;
+		case REMU_REQ_GET_AV:
+			s = remu_req_get_av(&c);
+			break;
+		case REMU_REQ_SEND_PKT:
+			s = remu_req_send(&c);
+			break;
+		case REMU_REQ_WAIT:
+			if (c.budget <= 0)
+				queue_work(remu_wq, &qp->send_work);
+			return true;
+		case REMU_REQ_ERROR:
+			return true;
+		case REMU_REQ_HANDOFF:
 			return false;
-
-		sw = &e->st[idx & q->mask];
-		w = remu_req_copy(qp, idx);
-		if (!sw->valid) {
-			err = remu_req_fetch(qp, idx);
-			if (err) {
-				remu_comp_fail_wqe(qp, idx, err);
-				return true;
-			}
-			if (remu_is_rd_atomic(w->opcode) && rc &&
-			    e->rd_out >= max_t(u32, 1, qp->attr.max_rd_atomic)) {
-				sw->valid = false;
-				break;
-			}
-			sw->first_psn = e->psn;
-			if (remu_is_rd_atomic(w->opcode)) {
-				e->rd_out++;
-				sw->rd = true;
-			}
-			if (w->opcode == IB_UVERBS_WR_RDMA_READ)
-				remu_req_map_get(e, sw);
 		}
-		if (rc && sw->rd && sw->rcvd >= sw->npkts) {
-			/* gone back over a finished READ/atomic: skip it */
-			if (remu_psn_before(e->psn, sw->first_psn + sw->npkts))
-				e->psn = (sw->first_psn + sw->npkts) &
-					 REMU_PSN_MASK;
-			e->head++;
-			continue;
-		}
-		if (remu_is_local(w->opcode)) {
-			/* local: done when all before it are */
-			if (idx != q->cons)
-				break;
-			err = remu_req_local(qp, idx, w);
-			e->head++;
-			if (err) {
-				remu_comp_fail_wqe(qp, idx, IB_WC_MW_BIND_ERR);
-				return true;
-			}
-			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
-			continue;
-		}
-		if ((w->flags & REMU_WQE_FENCE) && rc && e->rd_out &&
-		    idx != q->cons)
-			break;
-		if (rc && remu_psn_diff(sw->first_psn + sw->sent, e->una) >=
-			  REMU_REQ_WINDOW)
-			break;
-
-		err = 0;
-		if (e->uav) {		/* UD: the AV resolved at post time */
-			err = e->uav[idx & q->mask].err;
-			dst = &e->uav[idx & q->mask].av;
-		} else if (!have_av) {
-			err = remu_req_av(qp, &av);
-			have_av = !err;
-		}
-		if (err) {
-			remu_comp_fail_wqe(qp, idx, IB_WC_LOC_QP_OP_ERR);
-			return true;
-		}
-
-		err = remu_req_send_pkt(qp, idx, dst);
-		if (err) {
-			remu_comp_fail_wqe(qp, idx, remu_local_status(err));
-			return true;
-		}
-		sw->sent = remu_is_rd_atomic(w->opcode) ? sw->npkts :
-			   sw->sent + 1;
-		if (remu_psn_before(e->psn, sw->first_psn + sw->sent))
-			e->psn = (sw->first_psn + sw->sent) & REMU_PSN_MASK;
-		/*
-		 * Something is unacknowledged from the first packet on: the
-		 * window can stop a long WQE before its last packet, and if
-		 * what went out (or its ACKs) is lost, only the timer
-		 * recovers.  A running timer is left as it is until the
-		 * WQE's last packet, which restarts it.
-		 */
-		if (rc && (sw->sent == sw->npkts || !timer_pending(&e->timer)))
-			remu_comp_arm(qp);
-		if (sw->sent < sw->npkts)
-			continue;
-		e->head++;
-		if (!rc)
-			remu_comp_wqe(qp, idx, IB_WC_SUCCESS);
 	}
-	if (budget <= 0)
-		queue_work(remu_wq, &qp->send_work);
-	return true;
 }

@@ -2,42 +2,27 @@
 /*
  * remu_rereg.c - ibv_rereg_mr (ib_device_ops.rereg_user_mr).
  *
- * Owns: the decision what a re-registration becomes.  remu never changes
- * an MR in place: every successful rereg_user_mr builds a complete new MR
- * (through remu_reg_user_mr(), so pinned, explicit ODP and implicit ODP
- * MRs come out exactly as a fresh registration would) from the old MR's
- * parameters with the requested ones substituted, gives it the old MR's
- * key (remu_mr_replace()) and returns it.  The core then puts the new MR
- * in the old one's uobject and deregisters the old MR (remu_dereg_mr()),
- * which waits for every access in flight on it to call remu_mr_put()
- * before the old backing is released.  So:
- *  - the lkey and rkey stay the same for every flag combination, as
- *    mlx5 (which changes the mkey in place where it can) and rxe (PD and
- *    access only, in place) keep them: a peer holding the rkey from before
- *    reaches the new range with the new rights, through a QP of the new
- *    PD (docs/compatibility.md);
- *  - a lookup of the key at any moment finds the old or the new MR, never
- *    neither; work in flight on the old translation completes on the old
- *    memory before ibv_rereg_mr() returns, work that looks the key up
- *    later is checked against the new range, PD and rights; the device
- *    never touches the old range through this MR after the return;
- *  - on any error nothing has changed: the old MR stays valid with its
- *    keys, PD, rights and range (stronger than IBV_REREG_MR_ERR_CMD's
- *    "MR shouldn't be used").
+ * Owns: what a re-registration becomes.  remu never changes an MR in
+ * place: a successful rereg builds a complete new MR with remu_reg_user_mr()
+ * (so pinned, explicit and implicit ODP MRs come out as a fresh
+ * registration would) from the old MR's parameters with the requested
+ * ones substituted, gives it the old MR's key (remu_mr_replace()) and
+ * returns it; the core then deregisters the old MR, which waits for the
+ * accesses in flight on it.  So the keys stay the same for every flag
+ * combination (as on mlx5 and rxe; docs/compatibility.md), a lookup
+ * finds the old or the new MR and never neither, and on any error the old
+ * MR is unchanged (stronger than IBV_REREG_MR_ERR_CMD's "MR shouldn't be
+ * used").
  *
- * What is refused: flags other than TRANS/PD/ACCESS (-EOPNOTSUPP), MRs
- * that are not user MRs (kernel, fast-reg; the core refuses DM MRs with
- * -EINVAL before calling here), MRs with memory windows bound (-EBUSY),
- * adding write rights to a pinned or ODP MR without a new translation
- * when its pages were taken read-only (-EACCES, ib_umem_check_rereg(), as
- * mlx5), and an implicit ODP MR losing IBV_ACCESS_ON_DEMAND without a new
- * translation (-EOPNOTSUPP, as mlx5).  An implicit ODP MR re-registered
- * without CHANGE_TRANSLATION stays implicit (a new implicit MR); with it,
- * it becomes whatever the new range asks for.
+ * Refused as mlx5 refuses them: flags other than TRANS/PD/ACCESS
+ * (-EOPNOTSUPP), MRs that are not user MRs (-EINVAL), MRs with windows
+ * bound (-EBUSY), write rights added without a new translation to pages
+ * pinned read-only (-EACCES, ib_umem_check_rereg()), and an implicit ODP
+ * MR losing ON_DEMAND without a new translation (-EOPNOTSUPP).
  *
  * Locking: none of its own.  The core holds the MR's uobject for writing,
  * so no other verb on this MR runs concurrently; the data path is kept
- * safe by the MR access layer's reference/done protocol (remu_mr.h).
+ * safe by the access layer's reference/done protocol (remu_mr.h).
  */
 #include <rdma/ib_umem.h>
 
@@ -53,11 +38,54 @@ static bool remu_mr_is_implicit(const struct remu_mr *mr)
 	return mr->kind == REMU_MR_ODP && mr->length == U64_MAX;
 }
 
-static struct ib_mr *remu_rereg(struct ib_mr *ibmr, int flags, u64 start,
-			       u64 length, u64 iova, int access,
-			       struct ib_pd *ibpd, struct ib_udata *udata)
+/**
+ * struct remu_rereg_args - what the new registration is made of
+ * @ibpd:	its PD
+ * @start:	user address
+ * @length:	bytes
+ * @iova:	iova of @start
+ * @access:	IB_ACCESS_* rights
+ */
+struct remu_rereg_args {
+	struct ib_pd *ibpd;
+	u64 start;
+	u64 length;
+	u64 iova;
+	int access;
+};
+
+/*
+ * Fill what @flags does not change in @a from @mr.  Return: 0, or
+ * -EOPNOTSUPP for an implicit ODP MR losing ON_DEMAND without a new
+ * translation.
+ */
+static int remu_rereg_keep(struct remu_mr *mr, int flags,
+			   struct remu_rereg_args *a)
 {
-	struct remu_mr *mr = to_remu_mr(ibmr);
+	if (!(flags & IB_MR_REREG_ACCESS))
+		a->access = mr->access;
+	if (!(flags & IB_MR_REREG_PD))
+		a->ibpd = mr->ib_mr.pd;
+	if (flags & IB_MR_REREG_TRANS)
+		return 0;
+	if (remu_mr_is_implicit(mr)) {
+		if (!(a->access & IB_ACCESS_ON_DEMAND))
+			return -EOPNOTSUPP;
+		a->start = 0;
+		a->length = U64_MAX;
+		a->iova = 0;
+	} else {
+		a->start = mr->umem->address;
+		a->length = mr->length;
+		a->iova = mr->iova;
+	}
+	return 0;
+}
+
+static struct ib_mr *remu_rereg(struct remu_mr *mr, int flags,
+				struct remu_rereg_args *a,
+				struct ib_udata *udata)
+{
 	struct ib_mr *new;
 	int err;
 
@@ -67,28 +95,14 @@ static struct ib_mr *remu_rereg(struct ib_mr *ibmr, int flags, u64 start,
 		return ERR_PTR(-EINVAL);
 	if (atomic_read(&mr->num_mw))
 		return ERR_PTR(-EBUSY);
-	err = ib_umem_check_rereg(mr->umem, flags, access);
+	err = ib_umem_check_rereg(mr->umem, flags, a->access);
+	if (!err)
+		err = remu_rereg_keep(mr, flags, a);
 	if (err)
 		return ERR_PTR(err);
 
-	if (!(flags & IB_MR_REREG_ACCESS))
-		access = mr->access;
-	if (!(flags & IB_MR_REREG_PD))
-		ibpd = ibmr->pd;
-	if (!(flags & IB_MR_REREG_TRANS)) {
-		if (remu_mr_is_implicit(mr)) {
-			if (!(access & IB_ACCESS_ON_DEMAND))
-				return ERR_PTR(-EOPNOTSUPP);
-			start = 0;
-			length = U64_MAX;
-			iova = 0;
-		} else {
-			start = mr->umem->address;
-			length = mr->length;
-			iova = mr->iova;
-		}
-	}
-	new = remu_reg_user_mr(ibpd, start, length, iova, access, udata);
+	new = remu_reg_user_mr(a->ibpd, a->start, a->length, a->iova,
+			       a->access, udata);
 	if (IS_ERR(new))
 		return new;
 	err = remu_mr_replace(mr, to_remu_mr(new));
@@ -117,8 +131,11 @@ struct ib_mr *remu_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 				 u64 length, u64 iova, int access,
 				 struct ib_pd *ibpd, struct ib_udata *udata)
 {
-	struct ib_mr *new = remu_rereg(ibmr, flags, start, length, iova, access,
-				       ibpd, udata);
+	struct remu_rereg_args a = {
+		.ibpd = ibpd, .start = start, .length = length, .iova = iova,
+		.access = access,
+	};
+	struct ib_mr *new = remu_rereg(to_remu_mr(ibmr), flags, &a, udata);
 
 	trace_remu_mr_rereg(to_remu_mr(ibmr), flags, new);
 	return new;

@@ -5,39 +5,25 @@
  * away under the process.
  *
  * Every mmap() of a remu user context goes through an rdma_user_mmap_entry
- * (remu_queue.c inserts them; the offset names the entry).  The pages are
- * mapped as PFN mappings (VM_PFNMAP), each mapping is tracked here, and
- * holds a reference on its entry, so the memory behind it stays allocated
- * for as long as the mapping can reach it.
+ * (remu_queue.c and remu_dm.c insert them).  The pages are mapped as PFN
+ * mappings; each mapping is tracked here with remu's own vm_operations
+ * (rings are vmalloc()ed, which the core's rdma_user_mmap_io() cannot
+ * map) and holds a reference on its entry, so the memory stays allocated
+ * while a mapping can reach it, and one on the module.  Mappings are
+ * whole and stay put: no split, no move, not inherited by a fork.
  *
- * Disassociation: when the device is unregistered while a process still
- * has it open (rdma link delete, netdev removal, rmmod of an unused
- * module...), the core destroys the process's objects and calls
- * remu_disassociate_ucontext().  That zaps every tracked mapping and drops
- * its entry reference, so the ring memory is freed; a later access by the
- * process faults in one zeroed page ("dead page", one per context, shared
- * by all its mappings) instead of SIGBUS.  libremu notices the missing ring
- * magic there and fails the verb (uapi remu-abi.h).
- *
- * The core's own tracking (rdma_user_mmap_io()) only maps physically
- * contiguous ranges; rings are vmalloc()ed, so remu tracks its mappings
- * itself with its own vm_operations.  Those are module code: every
- * mapping holds a module reference, dropped when it is unmapped.  Device
- * memory allocations (remu_dm.c) use the same path: their entry's ops give
- * the pfn of each page, and the entry reference a mapping holds keeps the
- * allocation out of the pool until the mapping is gone.  Rings are
- * mapped whole and stay put: splitting and moving a mapping are refused,
- * and a forked child does not inherit it (VM_DONTCOPY); .open still
- * tracks the copy the kernel makes while it tries a move.
- *
- * Lifetime: struct remu_umap is shared by the user context and each of its
- * mappings (kref) and outlives the context while disassociated mappings
- * remain.
+ * Disassociation (the device unregistered under a live process):
+ * remu_umap_disassociate() zaps every mapping and drops its entry, so
+ * the memory is freed; a later access faults in one zeroed page per
+ * context instead of SIGBUS, and libremu fails the verb when it finds the
+ * ring magic gone.  struct remu_umap is shared by the context and each
+ * mapping (kref) and outlives a disassociated context.
  *
  * Locking: remu_umap.lock protects the list of mappings, their entries,
  * the dead page and the gone flag.  It nests inside the mm's mmap_lock
- * (.open/.close/.fault and mmap run under it); the zap takes mmap_lock
- * first, one mm at a time.
+ * (mmap, .open, .close and .fault run under it: remu's .fault is never
+ * called under a VMA lock, it has no ->map_pages); the zap takes
+ * mmap_lock first, one mm at a time.
  */
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -57,7 +43,7 @@
  */
 struct remu_umap {
 	struct kref ref;
-	struct mutex lock;
+	struct mutex lock;	/* see the file comment */
 	struct list_head vmas;
 	struct page *dead;
 	bool gone;
@@ -112,19 +98,22 @@ void remu_umap_put(struct remu_umap *um)
 /* drop a mapping's entry reference; under um->lock */
 static void remu_vma_drop_entry(struct remu_vma *rv)
 {
+	lockdep_assert_held(&rv->umap->lock);
 	if (rv->me) {
 		rdma_user_mmap_entry_put(&rv->me->rdma);
 		rv->me = NULL;
 	}
 }
 
-/* start tracking @vma as a mapping of @me (reference passed in); locked */
+/* track @vma as a mapping of @me (reference passed in); under um->lock */
 static struct remu_vma *remu_vma_track(struct remu_umap *um,
 				       struct vm_area_struct *vma,
 				       struct remu_mmap_entry *me)
 {
-	struct remu_vma *rv = kzalloc(sizeof(*rv), GFP_KERNEL);
+	struct remu_vma *rv;
 
+	lockdep_assert_held(&um->lock);
+	rv = kzalloc(sizeof(*rv), GFP_KERNEL);
 	if (!rv)
 		return NULL;
 	rv->vma = vma;
@@ -252,6 +241,7 @@ int remu_umap_map(struct remu_umap *um, struct vm_area_struct *vma,
 	unsigned long off, len = vma->vm_end - vma->vm_start;
 	int err = 0;
 
+	mmap_assert_write_locked(vma->vm_mm);
 	mutex_lock(&um->lock);
 	if (um->gone) {
 		err = -EIO;
@@ -283,12 +273,13 @@ out:
 /*
  * Find a process whose mappings are not zapped yet and pin its mm; drop the
  * entries of mappings whose process is exiting (exit_mmap() unmaps them
- * soon, and nothing runs in that address space any more).
+ * soon, and nothing runs in that address space any more).  Under um->lock.
  */
 static struct mm_struct *remu_umap_next_mm(struct remu_umap *um)
 {
 	struct remu_vma *rv;
 
+	lockdep_assert_held(&um->lock);
 	list_for_each_entry(rv, &um->vmas, node) {
 		if (!rv->me)
 			continue;

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-# ktap.sh - KTAP output for the remu shell tests (sourced).  Same output
+# remu_ktap_lib.sh - KTAP output for the remu shell tests (sourced).  Same output
 # as the kernel's kselftest/ktap_helpers.sh: a plan, one "ok N name" or
 # "not ok N name" line per test, "# " diagnostics, and a totals line.
 

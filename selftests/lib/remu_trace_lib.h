@@ -8,7 +8,7 @@
  * events on, empty the buffer, read what was recorded as a list of
  * events, and pick fields out of an event's text.  Every remu event
  * prints "dev=NAME" then space-separated key=value pairs
- * (docs/tracing.md).  Header-only, like remu_test.h; one instance per
+ * (docs/tracing.md).  Header-only, like remu_lib.h; one instance per
  * process.
  */
 #ifndef REMU_TRACE_LIB_H

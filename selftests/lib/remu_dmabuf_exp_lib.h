@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * remu_dmabuf_exp.h - dma-bufs from the stock exporters (udmabuf, dma-heap
+ * remu_dmabuf_exp_lib.h - dma-bufs from the stock exporters (udmabuf, dma-heap
  * system heap, vgem with PRIME) with the exporter's own view of them, for
  * every test that registers dma-buf MRs (remu_dmabuf_lib.h includes it;
- * remu_umr_test uses it alone).  Header-only, like remu_test.h.
+ * remu_umr_test uses it alone).  Header-only, like remu_lib.h.
  */
-#ifndef REMU_DMABUF_EXP_H
-#define REMU_DMABUF_EXP_H
+#ifndef REMU_DMABUF_EXP_LIB_H
+#define REMU_DMABUF_EXP_LIB_H
 
 #include <fcntl.h>
 #include <stdint.h>
@@ -27,7 +27,7 @@
 #include <drm/drm_mode.h>
 #undef __user
 
-#include "remu_test.h"
+#include "remu_lib.h"
 
 /* ---- exporters ---- */
 
@@ -170,4 +170,4 @@ static inline void dbuf_sync(struct dbuf *d, int end)
 	ioctl(d->fd, DMA_BUF_IOCTL_SYNC, &s);
 }
 
-#endif /* REMU_DMABUF_EXP_H */
+#endif /* REMU_DMABUF_EXP_LIB_H */

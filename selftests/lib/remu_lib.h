@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * remu_test.h - helpers shared by the remu selftests: finding and opening
+ * remu_lib.h - helpers shared by the remu selftests: finding and opening
  * a device by name, reading remu's object counters from debugfs,
  * running a shell command from a test, and counting a child's system
  * calls with ptrace (the fast-path tests); the verbs helpers are in
  * remu_verbs_lib.h, included from here.  Header-only so each test binary
  * stays a single .c file.
  */
-#ifndef REMU_TEST_H
-#define REMU_TEST_H
+#ifndef REMU_LIB_H
+#define REMU_LIB_H
 
 #include <signal.h>
 #include <stdbool.h>
@@ -297,4 +297,4 @@ remu_scale_timeouts(void)
 }
 #endif
 
-#endif /* REMU_TEST_H */
+#endif /* REMU_LIB_H */

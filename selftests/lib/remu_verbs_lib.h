@@ -13,7 +13,7 @@
  * the old API runs through the new one unchanged).
  *
  * Header-only (static inline) so that every program stays one .c file;
- * remu_test.h includes it.  No kselftest ASSERT/EXPECT in here: the tools
+ * remu_lib.h includes it.  No kselftest ASSERT/EXPECT in here: the tools
  * do not use the harness.  The helpers return 0 (or a value) on success
  * and -1, or the failing verb's errno, on failure; the caller asserts.
  */
@@ -31,7 +31,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
-#include "remu_test.h"	/* remu_open() */
+#include "remu_lib.h"	/* remu_open() */
 
 /* how long the core caches hw counters (10 ms), with a margin */
 #define REMU_HW_STATS_SETTLE_US	20000

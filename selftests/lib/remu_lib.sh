@@ -83,7 +83,7 @@ remu_wait_gone() {
 # REMU_KO_DIR or the checkout.  Clears the kernel log.
 remu_reload() {
 	local repo
-	repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 	dmesg -C
 	rmmod remu || return 1
 	remu_present remu0 && { echo "remu0 still there"; return 1; }

@@ -289,8 +289,10 @@ static int tmr_sge_copy(struct tmr_file *f, void __user *arg)
 	if (s.dir == REMU_TMR_TO_MR && copy_from_user(buf, ubuf, s.len))
 		err = -EFAULT;
 	if (!err)
-		err = remu_sge_copy(rdev, pd, sges, s.n, s.offset, buf, s.len,
-				    s.dir, s.access);
+		err = remu_sge_copy(&(struct remu_sgl){
+				.rdev = rdev, .pd = pd, .sges = sges,
+				.num = s.n, .access = s.access,
+			}, s.offset, buf, s.len, s.dir);
 	if (!err && s.dir == REMU_TMR_FROM_MR && copy_to_user(ubuf, buf, s.len))
 		err = -EFAULT;
 	kvfree(buf);
@@ -367,14 +369,18 @@ static int tmr_kernel(struct tmr_file *f, void __user *arg)
 	sge.addr = (u64)(uintptr_t)kbuf + 5;
 	sge.length = 2 * PAGE_SIZE + 100;
 	sge.lkey = pd->local_dma_lkey;
-	err = remu_sge_copy(rdev, to_remu_pd(pd), &sge, 1, 0, tmp, sge.length,
-			    REMU_TO_MR, IB_ACCESS_LOCAL_WRITE);
+	err = remu_sge_copy(&(struct remu_sgl){
+			.rdev = rdev, .pd = to_remu_pd(pd), .sges = &sge,
+			.num = 1, .access = IB_ACCESS_LOCAL_WRITE,
+		}, 0, tmp, sge.length, REMU_TO_MR);
 	TMR_STEP(!err && !memcmp(kbuf + 5, tmp, sge.length));
 
 	/* gather back from an offset into the SGE */
 	memset(tmp, 0, tlen);
-	err = remu_sge_copy(rdev, to_remu_pd(pd), &sge, 1, 7, tmp, 1000,
-			    REMU_FROM_MR, 0);
+	err = remu_sge_copy(&(struct remu_sgl){
+			.rdev = rdev, .pd = to_remu_pd(pd), .sges = &sge,
+			.num = 1,
+		}, 7, tmp, 1000, REMU_FROM_MR);
 	TMR_STEP(!err && !memcmp(tmp, kbuf + 5 + 7, 1000));
 
 	/* the DMA MR grants no remote rights */

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * remu_dmabuf_lib.h - helpers of remu_dmabuf_test and tools/remu_dmabuf_bench:
- * dma-bufs from the stock exporters (remu_dmabuf_exp.h), the ioctls of the test
+ * dma-bufs from the stock exporters (remu_dmabuf_exp_lib.h), the ioctls of the test
  * exporter remu_test_dmabuf.ko, and an RC pair (struct side) with one
- * host buffer and one dma-buf MR per side.  Header-only, like remu_test.h.
+ * host buffer and one dma-buf MR per side.  Header-only, like remu_lib.h.
  */
 #ifndef REMU_DMABUF_LIB_H
 #define REMU_DMABUF_LIB_H
@@ -18,9 +18,9 @@
 #include <unistd.h>
 #include <linux/dma-buf.h>
 
-#include "remu_test.h"
-#include "remu_dmabuf_exp.h"
-#include "remu_dmabuf_exporter/remu_test_dmabuf.h"
+#include "remu_lib.h"
+#include "remu_dmabuf_exp_lib.h"
+#include "../remu_test_dmabuf/remu_test_dmabuf.h"
 
 #define GID_INDEX	1	/* the IPv4-mapped RoCEv2 GID */
 #define BUF_SIZE	(256 << 10)

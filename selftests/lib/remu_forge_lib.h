@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * remu_forge.h - forging RoCEv2 packets for the hostile-input tests: an
+ * remu_forge_lib.h - forging RoCEv2 packets for the hostile-input tests: an
  * ordinary UDP socket, bound to any local address of any network
  * namespace, sends a transport packet (BTH, extended headers, payload,
  * pad) to UDP port 4791 with the ICRC computed over the IPv4 and UDP
@@ -21,10 +21,10 @@
  * before it mutates it; remu_forge_send_icrc() can also send a wrong ICRC
  * or none.
  *
- * IPv4 only.  Header-only, like remu_test.h.
+ * IPv4 only.  Header-only, like remu_lib.h.
  */
-#ifndef REMU_FORGE_H
-#define REMU_FORGE_H
+#ifndef REMU_FORGE_LIB_H
+#define REMU_FORGE_LIB_H
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -351,4 +351,4 @@ static inline int remu_forge_send(struct remu_forge *f,
 	return remu_forge_send_icrc(f, p, RF_ICRC_GOOD);
 }
 
-#endif /* REMU_FORGE_H */
+#endif /* REMU_FORGE_LIB_H */
