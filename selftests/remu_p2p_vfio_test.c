@@ -50,7 +50,7 @@
 #include <linux/vfio.h>
 
 #include "kselftest_harness.h"
-#include "remu_test.h"
+#include "remu_lib.h"
 
 /* VFIO's dma-buf export (Linux 6.19 and 7.x uapi), for older headers */
 #ifndef VFIO_DEVICE_FEATURE_DMA_BUF
