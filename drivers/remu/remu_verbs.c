@@ -138,15 +138,27 @@ void remu_init_attr(struct remu_dev *rdev)
 	remu_dev_queues_init(rdev);
 }
 
+/*
+ * The extended query_device of a provider that saw REMU_UCTX_RATE_LIMIT
+ * asks for remu's part of the response (struct remu_query_device_resp:
+ * packet_pacing_caps); older providers ask for none.
+ */
 static int remu_query_device(struct ib_device *ibdev,
 			     struct ib_device_attr *attr,
 			     struct ib_udata *udata)
 {
+	struct remu_query_device_resp resp = {};
+
 	/* 7.x registers with no udata at all (6.x: an empty one) */
-	if (udata && (udata->inlen || udata->outlen))
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EINVAL;
 	*attr = to_remu_dev(ibdev)->attr;
-	return 0;
+	if (!udata || !udata->outlen)
+		return 0;
+	remu_pace_caps(&resp.packet_pacing_caps);
+	resp.response_length = min_t(size_t, sizeof(resp), udata->outlen);
+	return ib_copy_to_udata(udata, &resp, resp.response_length);
 }
 
 static void remu_get_dev_fw_str(struct ib_device *ibdev, char *str)
@@ -284,7 +296,7 @@ static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 		.comp_mask = REMU_UCTX_INLINE_RECV | REMU_UCTX_CQE_TIMESTAMP |
 			     (REMU_HAVE_IBA15 ?
 			      REMU_UCTX_FLUSH_ATOMIC_WRITE : 0) |
-			     REMU_UCTX_INDIRECT_MKEY,
+			     REMU_UCTX_INDIRECT_MKEY | REMU_UCTX_RATE_LIMIT,
 	};
 	struct remu_dev *rdev = to_remu_dev(uctx->device);
 	struct remu_ucontext *uc = to_remu_uc(uctx);
@@ -437,6 +449,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.dealloc_ucontext = remu_dealloc_ucontext,
 	.dereg_mr = remu_dereg_mr,
 	.disassociate_ucontext = remu_disassociate_ucontext,
+	.fill_res_qp_entry = remu_fill_res_qp_entry,
 	.fill_stat_mr_entry = remu_odp_fill_stat_mr_entry,
 	.destroy_ah = remu_destroy_ah,
 	.destroy_cq = remu_destroy_cq,
