@@ -20,7 +20,9 @@
  * (remu_dm.c); the live counts are atomics, so nothing here takes a
  * lock.
  */
+#include <linux/ethtool.h>
 #include <linux/module.h>
+#include <linux/rtnetlink.h>
 #include <linux/sysfs.h>
 #include <net/addrconf.h>
 #include <rdma/ib_cache.h>
@@ -246,6 +248,41 @@ static int remu_query_port(struct ib_device *ibdev, u32 port,
 			       &attr->active_width);
 	return err;
 }
+
+#ifdef REMU_HAVE_QUERY_PORT_SPEED
+/*
+ * ibv_query_port_speed() (7.x): the port's bandwidth in units of 100 Mb/s,
+ * from the netdev's link speed as ethtool reports it, the speed that
+ * remu_query_port()'s active_speed and active_width encode (an unknown
+ * speed counts as 1 Gb/s there and here); 0 while the port is down, as
+ * mlx5 answers.
+ */
+static int remu_query_port_speed(struct ib_device *ibdev, u32 port,
+				 u64 *speed)
+{
+	struct ethtool_link_ksettings ks = {};
+	struct net_device *ndev;
+	u32 mbps = SPEED_1000;
+	int err = 0;
+
+	ndev = ib_device_get_netdev(ibdev, port);
+	if (!ndev)
+		return -ENODEV;
+	rtnl_lock();
+	if (READ_ONCE(ndev->reg_state) != NETREG_REGISTERED) {
+		err = -ENODEV;
+	} else if (remu_port_state(ndev) != IB_PORT_ACTIVE) {
+		mbps = 0;
+	} else if (!__ethtool_get_link_ksettings(ndev, &ks) &&
+		   ks.base.speed != (u32)SPEED_UNKNOWN) {
+		mbps = ks.base.speed;
+	}
+	rtnl_unlock();
+	dev_put(ndev);
+	*speed = mbps / 100;
+	return err;
+}
+#endif
 
 static int remu_get_port_immutable(struct ib_device *ibdev, u32 port,
 				   struct ib_port_immutable *immutable)
@@ -475,6 +512,9 @@ const struct ib_device_ops remu_dev_ops = {
 	.query_device = remu_query_device,
 	.query_pkey = remu_query_pkey,
 	.query_port = remu_query_port,
+#ifdef REMU_HAVE_QUERY_PORT_SPEED
+	.query_port_speed = remu_query_port_speed,
+#endif
 	.query_qp = remu_query_qp,
 	.query_srq = remu_query_srq,
 	.reg_dm_mr = remu_reg_dm_mr,

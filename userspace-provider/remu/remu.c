@@ -148,6 +148,10 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.post_srq_recv = remu_post_srq_recv,
 	.query_device_ex = remu_query_device,
 	.query_port = remu_query_port,
+#if REMU_HAVE_QUERY_PORT_SPEED
+	/* the kernel answers (7.x), or the ioctl is unknown: EOPNOTSUPP */
+	.query_port_speed = ibv_cmd_query_port_speed,
+#endif
 	.query_qp = remu_query_qp,
 	.query_rt_values = remu_query_rt_values,
 	.query_srq = remu_query_srq,
