@@ -205,6 +205,7 @@ remu_compat_hrtimer_setup(struct hrtimer *timer,
 	hrtimer_init(timer, clock_id, mode);
 	timer->function = function;
 }
+
 #define hrtimer_setup remu_compat_hrtimer_setup
 #endif
 
