@@ -4,7 +4,8 @@
 # scripts/bench --rate [--quick] [--reps N] [--out FILE]: per-QP rate
 # limits (docs/rate-limits.md), the rate asked against the rate achieved,
 # at three rates, in one boot:
-#   perftest  ib_write_bw -s 65536 --rate_limit R (MiB/s), unchanged, at R
+#   perftest  ib_write_bw -s 65536 --rate_limit R --rate_units M (MiB/s;
+#             its default unit is Gb/s), unchanged, at R
 #             = 5, 10, 20, in the phases remu-wire, remu-loop and rxe-loop
 #             (as the default bench).  perftest's default limiter (HW, a
 #             static rate) wants an InfiniBand link and falls back to its
@@ -38,7 +39,7 @@ rate_perftest() {
 		[ "$quick" = 0 ] || n=$((n / 2))
 		for rep in $(seq "$reps"); do
 			if run1 "$sdev" "$addr" "$ns" 120 ib_write_bw -s 65536 \
-				-n "$n" --rate_limit "$r"; then
+				-n "$n" --rate_limit "$r" --rate_units M; then
 				bw=$(awk '{ print $4 }' <<<"$result")
 				printf 'R\t%s\t%s\t%s\tok\t%s\n' "$name" "$r" "$rep" "$bw" >>"$raw"
 				echo "$name ib_write_bw --rate_limit $r rep $rep: $bw MiB/s"
@@ -141,7 +142,7 @@ rate_table() {
 	}
 	END {
 		np = split("remu-wire remu-loop rxe-loop", ph, " ")
-		print "perftest ib_write_bw -s 65536 --rate_limit R (its SW limiter on RoCE), BW average in MiB/s, achieved/asked:"
+		print "perftest ib_write_bw -s 65536 --rate_limit R --rate_units M (its SW limiter on RoCE), BW average in MiB/s, achieved/asked:"
 		printf "  %-10s", "asked"
 		for (j = 1; j <= np; j++) printf " %18s", ph[j]
 		printf "\n"
