@@ -35,6 +35,7 @@
 #include <linux/ipv6.h>
 #include <linux/math64.h>
 #include <linux/udp.h>
+#include <net/netlink.h>
 #include <rdma/rdma_netlink.h>
 #include <rdma/restrack.h>
 
@@ -267,18 +268,26 @@ void remu_pace_caps(struct remu_packet_pacing_caps *caps)
 
 /*
  * `rdma resource show qp -dd`: the QP's rate limit (kbps), its burst and
- * typical packet size as given (0: the default / none), when it has one.
+ * typical packet size as given (0: the default / none), when it has one,
+ * in the driver's table (RDMA_NLDEV_ATTR_DRIVER), where rdma(8) looks.
  */
 int remu_pace_fill_res(struct sk_buff *msg, struct remu_qp *qp)
 {
 	u64 cfg = READ_ONCE(qp->eng.pace.cfg);
+	struct nlattr *table;
 
 	if (!lower_32_bits(cfg))
 		return 0;
+	table = nla_nest_start(msg, RDMA_NLDEV_ATTR_DRIVER);
+	if (!table)
+		return -EMSGSIZE;
 	if (rdma_nl_put_driver_u32(msg, "rate_limit_kbps", lower_32_bits(cfg)) ||
 	    rdma_nl_put_driver_u32(msg, "max_burst_sz", upper_32_bits(cfg)) ||
 	    rdma_nl_put_driver_u32(msg, "typical_pkt_sz",
-				   READ_ONCE(qp->eng.pace.typical)))
+				   READ_ONCE(qp->eng.pace.typical))) {
+		nla_nest_cancel(msg, table);
 		return -EMSGSIZE;
+	}
+	nla_nest_end(msg, table);
 	return 0;
 }
