@@ -194,6 +194,21 @@ struct ib_device *remu_compat_get_by_name(const char *name,
 #define from_timer timer_container_of
 #endif
 
+/* hrtimer_setup() since 6.13; before it, hrtimer_init() and ->function */
+#ifndef REMU_HAVE_HRTIMER_SETUP
+#include <linux/hrtimer.h>
+static inline void
+remu_compat_hrtimer_setup(struct hrtimer *timer,
+			  enum hrtimer_restart (*function)(struct hrtimer *),
+			  clockid_t clock_id, enum hrtimer_mode mode)
+{
+	hrtimer_init(timer, clock_id, mode);
+	timer->function = function;
+}
+
+#define hrtimer_setup remu_compat_hrtimer_setup
+#endif
+
 /* zap_vma_ptes() is zap_vma_range() in 7.x */
 #ifndef REMU_HAVE_ZAP_VMA_PTES
 #define zap_vma_ptes zap_vma_range

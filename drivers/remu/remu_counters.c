@@ -86,6 +86,7 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_MKEY_SEGMENTS]	= { .name = "mkey_segments" },
 	[REMU_CNT_MKEY_ENTRY_ERRORS]	= { .name = "mkey_entry_errors" },
 	[REMU_CNT_MKEYS]		= { .name = "mkeys" },
+	[REMU_CNT_PACED_PKTS]		= { .name = "paced_pkts" },
 };
 
 struct rdma_hw_stats *remu_alloc_hw_port_stats(struct ib_device *ibdev,

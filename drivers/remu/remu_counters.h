@@ -108,6 +108,8 @@ enum remu_counter {
 	REMU_CNT_MKEY_SEGMENTS,
 	REMU_CNT_MKEY_ENTRY_ERRORS,	/* accesses a key's entries refused */
 	REMU_CNT_MKEYS,			/* a gauge: live indirect keys */
+	/* request packets a QP's rate limit held back (remu_pace.c) */
+	REMU_CNT_PACED_PKTS,
 	REMU_CNT_COUNT
 };
 

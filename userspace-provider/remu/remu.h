@@ -145,6 +145,8 @@ struct remu_qp *remu_qp_new(struct ibv_context *ctx,
 			    struct ibv_qp_init_attr_ex *attr);
 int remu_doorbell(struct ibv_qp *ibqp);
 int remu_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask);
+int remu_modify_qp_rate_limit(struct ibv_qp *ibqp,
+			      struct ibv_qp_rate_limit_attr *attr);
 int remu_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 		  struct ibv_qp_init_attr *init);
 int remu_destroy_qp(struct ibv_qp *ibqp);
