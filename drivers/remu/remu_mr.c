@@ -663,6 +663,8 @@ int remu_mr_fast_reg(struct remu_mr *mr, u32 key, unsigned int access,
 	mr->length = length;
 	WRITE_ONCE(mr->access, access);
 	WRITE_ONCE(mr->key, key);
+	/* a new registration, even under the key of before */
+	WRITE_ONCE(mr->gen, remu_mrs_gen(&mr->rdev->mrs));
 	/* full barrier: the above is visible before the MR is VALID */
 	if (cmpxchg(&mr->state, REMU_MR_FREE, REMU_MR_VALID) != REMU_MR_FREE)
 		return -EINVAL;
@@ -755,6 +757,7 @@ struct ib_mr *remu_mr_publish(struct remu_mr *mr)
 	mr->key = remu_key_new(index);
 	mr->ib_mr.lkey = mr->key;
 	mr->ib_mr.rkey = mr->key;
+	mr->gen = remu_mrs_gen(t);
 	err = xa_err(xa_store(&t->xa, index, mr, GFP_KERNEL));
 	if (err) {
 		xa_erase(&t->xa, index);
@@ -1083,6 +1086,7 @@ void remu_mr_dev_init(struct remu_dev *rdev)
 	t->next_index = get_random_u32() % REMU_KEY_INDEX_MAX + 1;
 	atomic_set(&t->count, 0);
 	atomic64_set(&t->pages_pinned, 0);
+	atomic64_set(&t->gen, 0);
 	spin_lock_init(&t->atomic_lock);
 
 	a->max_mr = REMU_MAX_MR;

@@ -103,6 +103,7 @@ struct remu_mr_table {
 	spinlock_t atomic_lock;	/* serialises remu_mr_atomic() */
 	struct xarray mw_xa;	/* index -> struct remu_window (remu_mw.c) */
 	atomic_t mw_count;	/* live memory windows, bounded by REMU_MAX_MW */
+	atomic64_t gen;		/* the last registration number handed out */
 };
 
 /** enum remu_mr_kind - the backing of an MR (how its memory is reached) */
@@ -205,6 +206,10 @@ struct remu_odp_stats {
  * @key:	current lkey == rkey
  * @access:	IB_ACCESS_* rights of the current registration
  * @iova:	first valid iova; @length bytes from there (KERNEL: 0, ~0)
+ * @gen:	registration number, unique on the device: a new one for
+ *		every registration (reg, rereg's new MR, each fast
+ *		registration), so that a message can tell whether its key
+ *		still names what its first packet found (remu_rkey.gen)
  * @refs:	owner reference + one per access in flight
  * @done:	completed when @refs drops to zero
  * @num_mw:	memory windows bound to it (dereg then fails with -EBUSY)
@@ -239,6 +244,7 @@ struct remu_mr {
 	unsigned int access;
 	u64 iova;
 	u64 length;
+	u64 gen;
 	refcount_t refs;
 	struct completion done;
 	atomic_t num_mw;
@@ -528,6 +534,9 @@ struct remu_mw {
  * @addr:	window: first iova (in the MR's iova space)
  * @length:	window: bytes
  * @access:	window: IB_ACCESS_REMOTE_* rights
+ * @gen:	the registration or bind the key named when looked up
+ *		(remu_mr.gen, or the window's bind number): two lookups found
+ *		the same thing if and only if their @gen are equal
  */
 struct remu_rkey {
 	struct remu_mr *mr;
@@ -555,6 +564,7 @@ struct remu_mw_bind {
 	u64 addr;
 	u64 length;
 	unsigned int access;
+	u64 gen;
 };
 
 /**
@@ -632,6 +642,12 @@ void remu_mw_dev_fini(struct remu_dev *rdev);
  */
 bool remu_mr_mw_get(struct remu_mr *mr);
 void remu_mr_mw_put(struct remu_mr *mr);
+
+/* a new registration (or bind) number of @rdev's key space */
+static inline u64 remu_mrs_gen(struct remu_mr_table *t)
+{
+	return atomic64_inc_return(&t->gen);
+}
 
 /* For the test module: the remu device behind @ibdev, or NULL. */
 struct remu_dev *remu_dev_of(struct ib_device *ibdev);

@@ -510,6 +510,7 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 			if (remu_resp_rkey(qp, e->wr_rkey, e->wr_va, e->wr_len,
 					   IB_ACCESS_REMOTE_WRITE, &rk))
 				return -EACCES;
+			e->wr_gen = rk.gen;
 			remu_rkey_put(&rk);
 		}
 	}
@@ -521,14 +522,17 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 	if (!cb->paylen)
 		return 0;
 	/*
-	 * Looked up again for every packet: once a window is invalidated or
-	 * rebound, the rest of the message fails with a remote access error.
+	 * Looked up again for every packet, and it must still name what the
+	 * first packet found: once a window is invalidated or rebound, or the
+	 * MR re-registered (even under the same key: remu_rereg.c), the rest
+	 * of the message fails with a remote access error.
 	 */
 	if (remu_resp_rkey(qp, e->wr_rkey, e->wr_va + e->wr_off, cb->paylen,
 			   IB_ACCESS_REMOTE_WRITE, &rk))
 		return -EACCES;
-	err = remu_mr_copy_skb(rk.mr, e->wr_va + e->wr_off, skb, cb->hdr_len,
-			       cb->paylen, REMU_TO_MR);
+	err = rk.gen == e->wr_gen ?
+	      remu_mr_copy_skb(rk.mr, e->wr_va + e->wr_off, skb, cb->hdr_len,
+			       cb->paylen, REMU_TO_MR) : -EACCES;
 	remu_rkey_put(&rk);
 	if (err)
 		return -EACCES;
