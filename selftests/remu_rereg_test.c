@@ -38,8 +38,10 @@
  * re-registered (EINVAL) and stays usable.  MR object counts are back at
  * baseline after every test.
  *
- * span_write (docs/security.md, "Zero-copy safety"): a multi-packet
- * WRITE spanning a rereg never lands in the new MR.
+ * read_dereg, span_write (docs/security.md, "Zero-copy safety"): a READ
+ * whose responses carry the MR's pages by reference never delivers bytes
+ * written after ibv_dereg_mr returned; a multi-packet WRITE spanning a
+ * rereg never lands in the new MR.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -625,12 +627,16 @@ TEST(dm_mr)
 }
 
 /*
- * ---- messages in flight across a deregistration (docs/security.md) ----
- * Between two QPs of remu0: the loopback path.
+ * ---- by-reference payload and revocation (docs/security.md) ----
+ * Both run between two QPs of remu0: the loopback path, where a payload
+ * of REMU_FRAG_MIN_PAYLOAD bytes or more stays the sender's pages by
+ * reference until the receiver's engine places it (a packet that leaves
+ * through the IP stack, to remu1 in its namespace, is copied as it goes).
  */
 #define BIG_LEN		(8u << 20)
 #define BIG_ROUNDS	3
 #define OLD_BYTE	0x11
+#define SECRET_BYTE	0x5e
 
 static uint8_t *map_big(void)
 {
@@ -675,6 +681,73 @@ static int wait_changed(volatile uint8_t *p, uint8_t was)
 		if (remu_now() > end)
 			return -1;
 	return 0;
+}
+
+/*
+ * read_dereg: b READs 8 MiB of a's pinned MR into an ODP MR (each page
+ * placed faults first, so the responses wait on b while a has sent them
+ * all); once the first has landed, a deregisters the MR, which returns
+ * after the READ has executed, and writes a secret over the pages.  The
+ * READ completes with what the memory held before (SUCCESS) or fails
+ * (REM_ACCESS_ERR, the responses not yet placed are dropped): the secret
+ * never reaches b.  Before remu_zc.c the responses were the pages by
+ * reference and b placed the secret.
+ */
+TEST(read_dereg)
+{
+	struct side a = {}, b = {};
+	uint8_t *abig = map_big(), *bbig = map_big();
+	int r, ok = 0, revoked = 0, mrs = remu_obj_count("mr");
+	struct ibv_mr *amr, *bmr;
+
+	ASSERT_NE(NULL, abig);
+	ASSERT_NE(NULL, bbig);
+	ASSERT_EQ(0, side_open(&a, "remu0", 0));
+	ASSERT_EQ(0, side_open(&b, "remu0", 0));
+	b.mr = ibv_reg_mr(b.pd[0], b.buf, MAP_LEN, RW_ACCESS);
+	ASSERT_NE(NULL, b.mr);
+	bmr = ibv_reg_mr(b.pd[0], bbig, BIG_LEN,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+	ASSERT_NE(NULL, bmr);
+	for (r = 0; r < BIG_ROUNDS; r++) {
+		struct ibv_wc wc;
+		int st;
+
+		ASSERT_EQ(0, pair_connect(&a, &b, 0));
+		memset(abig, OLD_BYTE, BIG_LEN);
+		/* b's pages not mapped: every response placed faults one in */
+		ASSERT_EQ(0, madvise(bbig, BIG_LEN, MADV_DONTNEED));
+		amr = ibv_reg_mr(a.pd[0], abig, BIG_LEN, RW_ACCESS);
+		ASSERT_NE(NULL, amr);
+		ASSERT_EQ(0, post_rdma(b.qp[0], IBV_WR_RDMA_READ,
+					    (uintptr_t)bbig, bmr->lkey, BIG_LEN,
+					    (uintptr_t)abig, amr->rkey));
+		ASSERT_EQ(0, wait_changed(bbig, 0));
+		ASSERT_EQ(0, ibv_dereg_mr(amr));
+		memset(abig, SECRET_BYTE, BIG_LEN);
+		st = poll_one(b.cq, &wc);
+		if (st == IBV_WC_SUCCESS)
+			ok++;
+		else if (st == IBV_WC_REM_ACCESS_ERR)
+			revoked++;
+		else
+			ASSERT_EQ(IBV_WC_SUCCESS, st);
+		/* what landed is what a's MR granted: old bytes or none */
+		ASSERT_EQ(NULL, memchr(bbig, SECRET_BYTE, BIG_LEN))
+			TH_LOG("round %d: the secret written after ibv_dereg_mr reached the peer at %td",
+			       r, (uint8_t *)memchr(bbig, SECRET_BYTE,
+						    BIG_LEN) - bbig);
+		if (st == IBV_WC_SUCCESS)
+			ASSERT_EQ(-1, cmp_byte(bbig, OLD_BYTE, BIG_LEN));
+	}
+	TH_LOG("%d READs complete, %d failed for the deregistration", ok,
+	       revoked);
+	EXPECT_EQ(0, ibv_dereg_mr(bmr));
+	side_close(&a);
+	side_close(&b);
+	munmap(abig, BIG_LEN);
+	munmap(bbig, BIG_LEN);
+	EXPECT_EQ(mrs, remu_obj_count("mr"));
 }
 
 /*
