@@ -409,8 +409,9 @@ EXPORT_SYMBOL_NS_GPL(remu_mr_copy_skb, REMU_TEST_NS);
  * Backings whose pages may go into a packet by reference: ordinary
  * process memory with struct pages.  UMEM pages are pinned for the MR's
  * life; an ODP page is referenced under the umem_mutex that ->map()
- * holds, so an invalidation cannot take it away in between.  Kernel and fast-reg MRs (their memory may be
- * slab), device memory, dma-buf and indirect keys are always copied.
+ * holds, so an invalidation cannot take it away in between.  Kernel and
+ * fast-reg MRs (their memory may be slab), device memory, dma-buf and
+ * indirect keys are always copied.
  */
 static bool remu_mr_can_frag(const struct remu_mr *mr)
 {
