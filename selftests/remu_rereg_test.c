@@ -752,15 +752,18 @@ TEST(read_dereg)
 
 /*
  * span_write: b WRITEs 8 MiB into a's pinned MR; once the first packets
- * have landed, a maps fresh zero pages at the same address and moves the
- * MR there (ibv_rereg_mr CHANGE_TRANSLATION, same address, length and
- * iova).  The rest of the message must not land in the new pages: the
- * WRITE completes before the rereg (SUCCESS) or fails (REM_ACCESS_ERR);
- * the new pages stay zero either way.  Before, every packet looked the
- * key up again and the packets after the rereg landed in the new MR.
+ * have landed, a moves fresh zero pages (populated beforehand) under the
+ * second half of the range (mremap) and re-registers the MR over the same
+ * address, length and iova (ibv_rereg_mr CHANGE_TRANSLATION: only
+ * present pages to pin, so it returns while the WRITE is still running).
+ * The rest of the message must not land in the new MR: the WRITE
+ * completes before the rereg (SUCCESS) or fails (REM_ACCESS_ERR); the
+ * fresh pages stay zero either way.  Before, every packet looked the key
+ * up again, and those after the rereg landed in the new MR.
  */
 TEST(span_write)
 {
+	const size_t half = BIG_LEN / 2;
 	struct side a = {}, b = {};
 	uint8_t *abig = map_big(), *bbig = map_big();
 	int r, ok = 0, failed = 0, mrs = remu_obj_count("mr");
@@ -776,22 +779,26 @@ TEST(span_write)
 	bmr = ibv_reg_mr(b.pd[0], bbig, BIG_LEN, IBV_ACCESS_LOCAL_WRITE);
 	ASSERT_NE(NULL, bmr);
 	for (r = 0; r < BIG_ROUNDS; r++) {
+		uint8_t *fresh;
 		struct ibv_wc wc;
 		void *p;
 		int st;
 
 		ASSERT_EQ(0, pair_connect(&a, &b, 0));
 		memset(abig, 0, BIG_LEN);
+		fresh = mmap(NULL, half, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		ASSERT_NE(MAP_FAILED, fresh);
 		amr = ibv_reg_mr(a.pd[0], abig, BIG_LEN, RW_ACCESS);
 		ASSERT_NE(NULL, amr);
 		ASSERT_EQ(0, post_rdma(b.qp[0], IBV_WR_RDMA_WRITE,
-					    (uintptr_t)bbig, bmr->lkey, BIG_LEN,
-					    (uintptr_t)abig, amr->rkey));
+				       (uintptr_t)bbig, bmr->lkey, BIG_LEN,
+				       (uintptr_t)abig, amr->rkey));
 		ASSERT_EQ(0, wait_changed(abig, 0));
-		/* new zero pages under the same address; the old stay pinned */
-		p = mmap(abig, BIG_LEN, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-		ASSERT_EQ((void *)abig, p);
+		/* fresh pages under the second half; the old stay pinned */
+		p = mremap(fresh, half, half, MREMAP_MAYMOVE | MREMAP_FIXED,
+			   abig + half);
+		ASSERT_EQ((void *)(abig + half), p);
 		ASSERT_EQ(0, ibv_rereg_mr(amr, T, NULL, abig, BIG_LEN, 0));
 		st = poll_one(b.cq, &wc);
 		if (st == IBV_WC_SUCCESS)
@@ -800,9 +807,9 @@ TEST(span_write)
 			failed++;
 		else
 			ASSERT_EQ(IBV_WC_SUCCESS, st);
-		ASSERT_EQ(-1, cmp_byte(abig, 0, BIG_LEN))
+		ASSERT_EQ(-1, cmp_byte(abig + half, 0, half))
 			TH_LOG("round %d: the WRITE went on into the new MR at %ld",
-			       r, cmp_byte(abig, 0, BIG_LEN));
+			       r, cmp_byte(abig + half, 0, half));
 		ASSERT_EQ(0, ibv_dereg_mr(amr));
 	}
 	TH_LOG("%d WRITEs done before the rereg, %d failed by it", ok, failed);
