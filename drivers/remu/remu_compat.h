@@ -428,4 +428,23 @@ static inline void vm_flags_set(struct vm_area_struct *vma, vm_flags_t flags)
 #define REMU_TEST_NS		"REMU_TEST"
 #endif
 
+/*
+ * struct ubuf_info (zero-copy frags, remu_zc.c): 6.1 has the completion
+ * callback in the struct itself; since 6.5 it points to a struct
+ * ubuf_info_ops with .complete.  REMU_UBUF_OPS(name, fn) defines what
+ * remu_ubuf_init() installs, remu_ubuf_is() tells one of remu's own.
+ */
+#ifdef REMU_HAVE_UBUF_INFO_OPS
+#define REMU_UBUF_OPS(name, fn) \
+	static const struct ubuf_info_ops name = { .complete = fn }
+#define remu_ubuf_init(u, name)		((u)->ops = &(name))
+#define remu_ubuf_is(u, name)		((u)->ops == &(name))
+#else
+#define REMU_UBUF_OPS(name, fn) \
+	static void (*const name)(struct sk_buff *, struct ubuf_info *, \
+				  bool) = fn
+#define remu_ubuf_init(u, name)		((u)->callback = (name))
+#define remu_ubuf_is(u, name)		((u)->callback == (name))
+#endif
+
 #endif /* REMU_COMPAT_H */

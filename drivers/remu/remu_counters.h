@@ -26,8 +26,13 @@ enum remu_counter {
 	REMU_CNT_SEND_ERR,
 	/* of sent_pkts: handed to a remu device of this namespace directly */
 	REMU_CNT_LOOPBACK_PKTS,
-	/* of the packets sent: payload by reference (page frags), no copy */
+	/*
+	 * of the packets sent: payload by reference (page frags), no copy;
+	 * and of those, the ones copied as they left through the IP stack
+	 * (remu_zc.c: only the loopback path keeps them by reference)
+	 */
 	REMU_CNT_TX_FRAG_PKTS,
+	REMU_CNT_TX_FRAG_COPIED,
 	/* multicast (remu_mcast.c) */
 	REMU_CNT_RCVD_MCAST_PKTS,	/* to a group with attached QPs */
 	REMU_CNT_RCVD_MCAST_NO_QP,	/* to a group with none: dropped */
@@ -71,6 +76,8 @@ enum remu_counter {
 	/* response of the wrong kind for the request at its PSN */
 	REMU_CNT_RCVD_BAD_RESP_OP,
 	REMU_CNT_RCVD_NO_MEM,		/* dropped for want of memory */
+	/* by-reference payload whose memory was taken back: not placed */
+	REMU_CNT_RCVD_REVOKED,
 	REMU_CNT_RCVD_MAD_TOO_LONG,	/* GSI: longer than a MAD */
 	/* requests the responder refused: NAK and QP to ERR (mlx5's names) */
 	REMU_CNT_RESP_REMOTE_ACCESS_ERR,

@@ -269,6 +269,9 @@ struct remu_pace {
  * @rext:	inline receive: the completion being built (remu_resp.c)
  * @roff:	bytes placed into it
  * @wr_va, @wr_rkey, @wr_len, @wr_off: the RDMA WRITE in progress
+ * @wr_gen:	what its rkey named at its first packet (remu_rkey.gen):
+ *		a later packet that finds another registration or bind
+ *		under the key fails the message
  * @res:	RC responder: the last max_dest_rd_atomic READs and atomics
  *		(at least one), the only requests a duplicate may repeat;
  *		NULL until the QP first enters RTR, and for other transports.
@@ -340,6 +343,7 @@ struct remu_qp_eng {
 	u32 wr_rkey;
 	u32 wr_len;
 	u32 wr_off;
+	u64 wr_gen;
 	struct remu_rd_res_set *res;
 	struct remu_rd_res_set *res_new;
 	struct remu_uav *uav;
