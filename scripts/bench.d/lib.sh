@@ -205,12 +205,10 @@ prof_classes() {
 	}' | sort -rn
 }
 
-# table RAW [PHASES NUM DEN]: the formatted table on stdout, one column per
-# phase (default: remu-wire remu-loop rxe-loop), ratio = phase NUM / phase
-# DEN (default 2 / 3, remu-loop / rxe-loop)
-table() {
-	awk -F'\t' -v columns="${2:-remu-wire remu-loop rxe-loop}" \
-		-v num="${3:-2}" -v den="${4:-3}" '
+# awk functions the reports share, put before each report's program:
+# median(S), the median of the space-separated numbers in S, and fmt(X),
+# X with three significant figures at most
+AWK_LIB='
 	function median(s,   n, v, i, j, x) {
 		n = split(s, v, " ")
 		for (i = 2; i <= n; i++) {	# insertion sort, n is small
@@ -226,6 +224,14 @@ table() {
 		if (x >= 10) return sprintf("%.1f", x)
 		return sprintf("%.2f", x)
 	}
+'
+
+# table RAW [PHASES NUM DEN]: the formatted table on stdout, one column per
+# phase (default: remu-wire remu-loop rxe-loop), ratio = phase NUM / phase
+# DEN (default 2 / 3, remu-loop / rxe-loop)
+table() {
+	awk -F'\t' -v columns="${2:-remu-wire remu-loop rxe-loop}" \
+		-v num="${3:-2}" -v den="${4:-3}" "$AWK_LIB"'
 	$1 == "R" {
 		key = $3
 		if (!(key in seen)) { seen[key] = 1; order[++nk] = key }

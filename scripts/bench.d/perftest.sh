@@ -218,22 +218,7 @@ breakdown_one() { # DEV
 # limits RAW: the UDP and memcpy limit of the boot (medians of the L lines)
 # and every bandwidth row of 4095 bytes and more as a fraction of it
 limits() {
-	awk -F'\t' '
-	function median(s,   n, v, i, j, x) {
-		n = split(s, v, " ")
-		for (i = 2; i <= n; i++) {
-			x = v[i] + 0
-			for (j = i - 1; j >= 1 && v[j] + 0 > x; j--) v[j + 1] = v[j]
-			v[j + 1] = x
-		}
-		if (n % 2) return v[(n + 1) / 2]
-		return (v[n / 2] + v[n / 2 + 1]) / 2
-	}
-	function fmt(x) {
-		if (x >= 100) return sprintf("%.0f", x)
-		if (x >= 10) return sprintf("%.1f", x)
-		return sprintf("%.2f", x)
-	}
+	awk -F'\t' "$AWK_LIB"'
 	$1 == "L" && $4 > 0 && $6 > 0 {
 		size = $7; mtu = $8
 		if ($2 == "memcpy") {

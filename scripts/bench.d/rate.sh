@@ -104,17 +104,7 @@ rate_guest() {
 
 # the report, from the raw results
 rate_table() {
-	awk -F'\t' '
-	function median(s,   n, v, i, j, x) {
-		n = split(s, v, " ")
-		for (i = 2; i <= n; i++) {
-			x = v[i] + 0
-			for (j = i - 1; j >= 1 && v[j] + 0 > x; j--) v[j + 1] = v[j]
-			v[j + 1] = x
-		}
-		if (n % 2) return v[(n + 1) / 2]
-		return (v[n / 2] + v[n / 2 + 1]) / 2
-	}
+	awk -F'\t' "$AWK_LIB"'
 	# "*": achieved/asked outside 0.95..1.05 (counted for the summary)
 	function off(q) {
 		judged++
