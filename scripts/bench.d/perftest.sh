@@ -378,21 +378,7 @@ perftest_host() {
 	fi
 	[ -z "$filter" ] || gargs+=("$filter")
 
-	local start end
-	start=$(date +%s)
-	scripts/vm --timeout "$vmt" -- scripts/bench "${gargs[@]}"
-	rc=$?
-	end=$(date +%s)
-	[ -s "$raw" ] || die "the guest wrote no results (scripts/vm exit $rc)"
-	{
-		printf 'M\thost_date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
-		printf 'M\thost_cpu\t%s (%s cores)\n' "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$(nproc)"
-		printf 'M\tqemu\t%s\n' "$(qemu-system-x86_64 --version | head -1)"
-		printf 'M\tvm\tscripts/vm defaults: -accel tcg,%s -cpu max -smp 2 -m 2048\n' "${REMU_VM_TCG:-thread=multi}"
-		printf 'M\tcommit\t%s\n' "$(git describe --always --dirty 2>/dev/null)"
-		printf 'M\twall\t%s s\n' "$((end - start))"
-		printf 'M\tvm_status\t%s\n' "$rc"
-	} >>"$raw"
+	guest_run --host "$vmt" "$raw" "${gargs[@]}"
 
 	log=build/bench/last.txt
 	{
