@@ -446,6 +446,55 @@ TEST_F(hostile, read_longer_than_max_msg)
 	ibv_destroy_qp(qb);
 }
 
+/*
+ * The first packet of a WRITE whose RETH length is longer than max_msg_sz,
+ * into an implicit ODP MR (the whole address space, so the key's range
+ * does not refuse it first): RC, an invalid request (QP_REQ_ERR, the QP
+ * in ERR); UC, the WRITE is dropped (rcvd_uc_bad_write) and the QP stays
+ * in RTS.  Nothing is written either way.
+ */
+TEST_F(hostile, write_longer_than_max_msg)
+{
+	struct side *b = &self->b;
+	unsigned int acc = IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE |
+			   IBV_ACCESS_REMOTE_WRITE;
+	struct ibv_mr *imr = ibv_reg_mr(b->pd, NULL, SIZE_MAX, acc);
+	unsigned char *dst = b->buf + 8192, zero[MTU] = {}, data[MTU];
+	long long bad0 = remu_hw_counter("remu1", "rcvd_uc_bad_write", true);
+	struct ibv_qp *qb = NULL, *ub = NULL;
+	struct ibv_async_event ev;
+	struct remu_fpkt p;
+
+	ASSERT_NE(NULL, imr);
+	memset(data, 0x5a, sizeof(data));
+	memset(dst, 0, MTU);
+	qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN, &self->a, PSN_B);
+	ub = qp_towards(b, IBV_QPT_UC, GHOST_QPN + 1, &self->a, PSN_B);
+	ASSERT_NE(NULL, qb);
+	ASSERT_NE(NULL, ub);
+
+	rf_bth(&p, RF_UC | RF_WRITE_FIRST, ub->qp_num, PSN_B);
+	rf_reth(&p, (uintptr_t)dst, imr->rkey, 0x80000001u);
+	rf_payload(&p, data, MTU);
+	ASSERT_EQ(0, remu_forge_send(&self->as_a, &p));
+	EXPECT_EQ(bad0 + 1, counter_reaches("remu1", "rcvd_uc_bad_write",
+					    bad0 + 1));
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(ub));
+
+	rf_bth(&p, RF_RC | RF_WRITE_FIRST, qb->qp_num, PSN_B);
+	rf_reth(&p, (uintptr_t)dst, imr->rkey, 0x80000001u);
+	rf_payload(&p, data, MTU);
+	ASSERT_EQ(0, remu_forge_send(&self->as_a, &p));
+	ASSERT_EQ(0, remu_next_async(b->ctx, 2000, &ev));
+	EXPECT_EQ(IBV_EVENT_QP_REQ_ERR, ev.event_type);
+	EXPECT_EQ(qb, ev.element.qp);
+	EXPECT_EQ(IBV_QPS_ERR, remu_qp_state(qb));
+	EXPECT_EQ(0, memcmp(dst, zero, MTU));
+	ibv_destroy_qp(ub);
+	ibv_destroy_qp(qb);
+	EXPECT_EQ(0, ibv_dereg_mr(imr));
+}
+
 /* IBA 1.5 rights (rdma-core 45's names; libibverbs 44 lacks them) */
 #define ACCESS_FLUSH_GLOBAL	(1 << 8)
 #define ACCESS_FLUSH_PERSISTENT	(1 << 9)

@@ -966,20 +966,32 @@ static enum remu_resp_verdict remu_resp_chk_op_seq(struct remu_qp *qp,
 	return REMU_RESP_UC_LOST;
 }
 
-/* check: a request remu executes, and no READ longer than max_msg_sz */
+/*
+ * check: a request remu executes, and no READ or WRITE longer than
+ * max_msg_sz (the RETH's DMA length, in the first packet).  RC: an
+ * invalid request, as the length error of a NIC; UC: the WRITE is
+ * dropped whole (IBA class D) and the QP goes on.
+ */
 static enum remu_resp_verdict remu_resp_chk_op_valid(struct remu_qp *qp,
 						     struct remu_resp_req *rq)
 {
+	u32 flags = rq->info->flags;
 	struct remu_reth *reth;
 
 	/* no other request exists; the opcode table says so */
-	if (!(rq->info->flags & REMU_RESP_OPS))
+	if (!(flags & REMU_RESP_OPS))
 		return REMU_RESP_INV_REQ;
-	if (!(rq->info->flags & REMU_OP_READ))
+	if (!(flags & (REMU_OP_READ | REMU_OP_WRITE)) ||
+	    !remu_op_has(rq->info, REMU_HDR_RETH))
 		return REMU_RESP_NEXT;
 	reth = remu_pkt_hdr_of(rq->skb, rq->info, REMU_HDR_RETH);
-	return remu_reth_len(reth) > REMU_MAX_MSG_SZ ? REMU_RESP_INV_REQ :
-						       REMU_RESP_NEXT;
+	if (remu_reth_len(reth) <= REMU_MAX_MSG_SZ)
+		return REMU_RESP_NEXT;
+	if (remu_qp_type(qp) == IB_QPT_RC)
+		return REMU_RESP_INV_REQ;
+	qp->eng.in_write = false;
+	remu_count(qp->rdev, REMU_CNT_RCVD_UC_BAD_WRITE);
+	return REMU_RESP_UC_LOST;
 }
 
 /*

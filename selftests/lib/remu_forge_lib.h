@@ -43,6 +43,7 @@
 enum {
 	RF_RC = 0x00, RF_UC = 0x20, RF_UD = 0x60,
 	RF_SEND_ONLY = 0x04,
+	RF_WRITE_FIRST = 0x06,
 	RF_WRITE_ONLY = 0x0a,
 	RF_READ_REQ = 0x0c,
 	RF_READ_RESP_FIRST = 0x0d,
