@@ -294,12 +294,13 @@ fio_bg() {
 
 sent_pkts() { cat /sys/class/infiniband/remu0/ports/1/hw_counters/sent_pkts; }
 
-# fio_running BASE: wait until remu0 sent 2000 packets more than BASE
-# (fio is really moving data), then a second more
+# fio_running BASE: wait until remu0 sent 4000 packets more than BASE:
+# fio is really moving data, past its first burst (polled: no fixed
+# wait on top)
 fio_running() {
 	local i
-	for i in $(seq 200); do
-		[ "$(sent_pkts)" -gt $(($1 + 2000)) ] && sleep 1 && return 0
+	for i in $(seq 300); do
+		[ "$(sent_pkts)" -gt $(($1 + 4000)) ] && return 0
 		sleep 0.1
 	done
 	return 1
