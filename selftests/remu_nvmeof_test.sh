@@ -161,13 +161,14 @@ connect() {
 # with what NVMe reads back; then the other way round
 dd_pattern() {
 	local dev=/dev/$(cat "$tmp/dev")
-	head -c 8M /dev/urandom > "$tmp/pat" || return 1
-	# 8 MiB at 3 MiB + 4 KiB, direct I/O
+	# 2 MiB at 3 MiB + 4 KiB, direct I/O: 512 writes of 4 KiB (each
+	# one NVMe command; fio below moves the bulk)
+	head -c 2M /dev/urandom > "$tmp/pat" || return 1
 	dd if="$tmp/pat" of="$dev" bs=4k seek=769 oflag=direct status=none ||
 		return 1
-	cmp -n 8388608 "$tmp/pat" <(dd if="$BACK" bs=4k skip=769 count=2048 \
+	cmp -n 2097152 "$tmp/pat" <(dd if="$BACK" bs=4k skip=769 count=512 \
 		status=none) || { echo "backing file differs"; return 1; }
-	dd if="$dev" of="$tmp/back" bs=4k skip=769 count=2048 iflag=direct \
+	dd if="$dev" of="$tmp/back" bs=4k skip=769 count=512 iflag=direct \
 		status=none || return 1
 	cmp "$tmp/pat" "$tmp/back" || { echo "read back through NVMe differs"; return 1; }
 	# the other direction: into the backing file, read through NVMe
