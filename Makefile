@@ -39,6 +39,12 @@ DRIVER_CONF_DIR ?= /etc/libibverbs.d
 # remudv.h, libremu's direct verbs, beside libibverbs' own headers
 VERBS_INCLUDEDIR ?= /usr/include/infiniband
 INSTALL_MOD_DIR ?= updates
+# make install strips the debug info from the installed module (kbuild's
+# INSTALL_MOD_STRIP, strip --strip-debug: .symtab and .BTF stay), as DKMS
+# does for `make dkms-install` and the Debian package; remu.ko in the
+# build tree keeps it for gdb and faddr2line.  INSTALL_MOD_STRIP= keeps it
+# in the installed module too.
+INSTALL_MOD_STRIP ?= 1
 
 # DKMS (dkms.conf): the module's source in /usr/src/remu-VERSION
 DKMS_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(CURDIR)/dkms.conf)
@@ -116,7 +122,8 @@ install: install-module install-provider
 
 install-module: need-kdir
 	@test -f remu.ko || { echo "remu: build first (make)" >&2; exit 1; }
-	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_DIR=$(INSTALL_MOD_DIR) modules_install
+	$(MAKE) -C $(KDIR) M=$(CURDIR) INSTALL_MOD_DIR=$(INSTALL_MOD_DIR) \
+		INSTALL_MOD_STRIP=$(INSTALL_MOD_STRIP) modules_install
 	@# remu_test_mr.ko and remu_test_dmabuf.ko are selftest helpers, not part of an installation
 	rm -f $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/$(INSTALL_MOD_DIR)/remu_test_mr.ko* \
 		$(INSTALL_MOD_PATH)/lib/modules/$(KVER)/$(INSTALL_MOD_DIR)/remu_test_dmabuf.ko*

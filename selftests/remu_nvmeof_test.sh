@@ -161,13 +161,14 @@ connect() {
 # with what NVMe reads back; then the other way round
 dd_pattern() {
 	local dev=/dev/$(cat "$tmp/dev")
-	head -c 8M /dev/urandom > "$tmp/pat" || return 1
-	# 8 MiB at 3 MiB + 4 KiB, direct I/O
+	# 2 MiB at 3 MiB + 4 KiB, direct I/O: 512 writes of 4 KiB (each
+	# one NVMe command; fio below moves the bulk)
+	head -c 2M /dev/urandom > "$tmp/pat" || return 1
 	dd if="$tmp/pat" of="$dev" bs=4k seek=769 oflag=direct status=none ||
 		return 1
-	cmp -n 8388608 "$tmp/pat" <(dd if="$BACK" bs=4k skip=769 count=2048 \
+	cmp -n 2097152 "$tmp/pat" <(dd if="$BACK" bs=4k skip=769 count=512 \
 		status=none) || { echo "backing file differs"; return 1; }
-	dd if="$dev" of="$tmp/back" bs=4k skip=769 count=2048 iflag=direct \
+	dd if="$dev" of="$tmp/back" bs=4k skip=769 count=512 iflag=direct \
 		status=none || return 1
 	cmp "$tmp/pat" "$tmp/back" || { echo "read back through NVMe differs"; return 1; }
 	# the other direction: into the backing file, read through NVMe
@@ -294,12 +295,13 @@ fio_bg() {
 
 sent_pkts() { cat /sys/class/infiniband/remu0/ports/1/hw_counters/sent_pkts; }
 
-# fio_running BASE: wait until remu0 sent 2000 packets more than BASE
-# (fio is really moving data), then a second more
+# fio_running BASE: wait until remu0 sent 4000 packets more than BASE:
+# fio is really moving data, past its first burst (polled: no fixed
+# wait on top)
 fio_running() {
 	local i
-	for i in $(seq 200); do
-		[ "$(sent_pkts)" -gt $(($1 + 2000)) ] && sleep 1 && return 0
+	for i in $(seq 300); do
+		[ "$(sent_pkts)" -gt $(($1 + 4000)) ] && return 0
 		sleep 0.1
 	done
 	return 1
