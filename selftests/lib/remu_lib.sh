@@ -194,13 +194,15 @@ remu_objects_ktap() {
 # command in a subshell, whose variables die with it).  For the tests
 # that install remu (remu_install_test.sh, remu_dkms_test.sh,
 # remu_deb_test.sh).
+# remu_overlay DIR LOWER: the same, but what DIR shows below the changes
+# is LOWER's content instead of its own.
 remu_overlay() {
-	local d=$1 n
+	local d=$1 lower=${2:-$1} n
 	mkdir -p "$d" || return 1
 	n=$(mktemp -d "$REMU_OVL/layer.XXXXXX") || return 1
 	mkdir -p "$n/u" "$n/w"
 	mount -t overlay overlay \
-		-o "lowerdir=$d,upperdir=$n/u,workdir=$n/w" "$d"
+		-o "lowerdir=$lower,upperdir=$n/u,workdir=$n/w" "$d"
 }
 
 remu_overlays_down() {
