@@ -168,6 +168,7 @@ ADD_UVERBS_ATTRIBUTES_SIMPLE(
 
 static const struct uapi_definition remu_uapi_defs[] = {
 	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_DM, &remu_dm_alloc),
+	UAPI_DEF_CHAIN(remu_import_defs),
 	{},
 };
 
@@ -473,6 +474,23 @@ int remu_dealloc_dm(struct ib_dm *ibdm, struct uverbs_attr_bundle *attrs)
 {
 	rdma_user_mmap_entry_remove(&to_remu_dm(ibdm)->me.rdma);
 	return 0;
+}
+
+/**
+ * remu_dm_query - where @ibdm is mapped, for another process's import
+ * @ibdm: a live DM (the caller holds its uobject)
+ * @resp: filled as DM_ALLOC's answer was, with the length asked for
+ *
+ * The mapping is the allocation's own mmap entry: every process that
+ * shares the context maps the same pages.
+ */
+void remu_dm_query(struct ib_dm *ibdm, struct remu_query_dm_resp *resp)
+{
+	struct remu_dm *dm = to_remu_dm(ibdm);
+
+	resp->mmap_offset = rdma_user_mmap_get_offset(&dm->me.rdma);
+	resp->mmap_size = dm->size;
+	resp->length = ibdm->length;
 }
 
 /* ---- the MR backing (REMU_MR_DM) ---- */

@@ -39,6 +39,9 @@ enum {
 	/* indirect memory keys: alloc_mw takes remu_alloc_mw_cmd, send
 	 * WQEs may be REMU_WR_UMR (docs/indirect-keys.md) */
 	REMU_UCTX_INDIRECT_MKEY = 1 << 3,
+	/* objects can be imported into another process: the QUERY_CONTEXT,
+	 * PD query and DM query methods below */
+	REMU_UCTX_IMPORT = 1 << 4,
 };
 
 /* Response to ibv_open_device() (IB_USER_VERBS_CMD_GET_CONTEXT). */
@@ -372,6 +375,49 @@ enum remu_dm_alloc_attrs {
 struct remu_alloc_dm_resp {
 	__aligned_u64 mmap_offset;
 	__aligned_u64 mmap_size;	/* bytes, a multiple of the page size */
+};
+
+/*
+ * Sharing objects between processes (REMU_UCTX_IMPORT): a process that
+ * was given another's command fd (SCM_RIGHTS, fork) opens it with
+ * ibv_import_device() and reaches the objects of that context by handle.
+ *   - UVERBS_METHOD_QUERY_CONTEXT of the device object carries
+ *     REMU_ATTR_QUERY_CONTEXT_RESP out: the context's
+ *     remu_alloc_ucontext_resp, as ibv_open_device() got it.
+ *   - REMU_METHOD_PD_QUERY, a driver method of the PD object: succeeds
+ *     for the handle of a live PD of the context (ENOENT for no object,
+ *     EINVAL for an object of another type, as every handle lookup).
+ *   - REMU_METHOD_DM_QUERY, a driver method of the DM object: where to
+ *     mmap() the allocation, as DM_ALLOC answered, and the length
+ *     ibv_alloc_dm() asked for.
+ * MRs need nothing of remu: the core's UVERBS_METHOD_QUERY_MR.
+ */
+enum remu_query_context_attrs {
+	REMU_ATTR_QUERY_CONTEXT_RESP = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum remu_pd_methods {
+	REMU_METHOD_PD_QUERY = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum remu_pd_query_attrs {
+	REMU_ATTR_QUERY_PD_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+/* numbered apart from the DM object's other driver methods */
+enum remu_dm_query_methods {
+	REMU_METHOD_DM_QUERY = (1U << UVERBS_ID_NS_SHIFT) + 8,
+};
+
+enum remu_dm_query_attrs {
+	REMU_ATTR_QUERY_DM_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	REMU_ATTR_QUERY_DM_RESP,
+};
+
+struct remu_query_dm_resp {
+	__aligned_u64 mmap_offset;
+	__aligned_u64 mmap_size;	/* bytes, a multiple of the page size */
+	__aligned_u64 length;		/* bytes ibv_alloc_dm() asked for */
 };
 
 #endif /* REMU_ABI_USER_H */
