@@ -284,7 +284,7 @@ static const struct remu_alloc_ucontext_resp remu_uctx_resp = {
 	 */
 	.comp_mask = REMU_UCTX_INLINE_RECV | REMU_UCTX_CQE_TIMESTAMP |
 		     (REMU_HAVE_IBA15 ? REMU_UCTX_FLUSH_ATOMIC_WRITE : 0) |
-		     REMU_UCTX_INDIRECT_MKEY | REMU_UCTX_IMPORT,
+		     REMU_UCTX_INDIRECT_MKEY | REMU_UCTX_ECE | REMU_UCTX_IMPORT,
 };
 
 static int remu_alloc_ucontext(struct ib_ucontext *uctx,

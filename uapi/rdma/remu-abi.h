@@ -42,6 +42,10 @@ enum {
 	/* objects can be imported into another process: the QUERY_CONTEXT,
 	 * PD query and DM query methods below */
 	REMU_UCTX_IMPORT = 1 << 4,
+	/* ECE: create_qp takes remu_create_qp_cmd and answers its
+	 * ece_options, modify_qp takes remu_modify_qp_cmd and answers
+	 * remu_modify_qp_resp */
+	REMU_UCTX_ECE = 1 << 5,
 };
 
 /* Response to ibv_open_device() (IB_USER_VERBS_CMD_GET_CONTEXT). */
@@ -336,8 +340,37 @@ struct remu_resize_cq_resp {
 };
 
 /*
+ * ECE (enhanced connection establishment: ibv_set_ece(), ibv_query_ece(),
+ * rdma_set_local_ece(), rdma_get_remote_ece(); docs/compatibility.md).
+ * The options are laid out as mlx5's: a version in bits 31:28 and
+ * capability bits in 27:0, under remu's vendor id (the device's
+ * vendor_id).  remu is version 1 and has no capability bit yet.  The
+ * kernel answers a request R with the options both sides can use:
+ * version min(R's, remu's), R's capability bits that remu has; 0 (ECE
+ * off) when R is version 0.
+ */
+#define REMU_ECE_VENDOR_ID	0xffffff
+#define REMU_ECE_VER_SHIFT	28
+#define REMU_ECE_VERSION	1
+#define REMU_ECE_CAPS		0
+
+/*
+ * Driver data of ibv_create_qp() (REMU_UCTX_ECE; optional: absent means
+ * all zero): ece_options, what the provider asks for (mlx5's provider
+ * asks for version 1 to learn what the device offers); the response's
+ * ece_options is the kernel's answer, the QP's options until a
+ * modify_qp changes them.
+ */
+struct remu_create_qp_cmd {
+	__u32 ece_options;
+	__u32 reserved;		/* 0 */
+};
+
+/*
  * Response to ibv_create_qp(): the SQ ring and, without an SRQ, the RQ
- * ring (all zero with an SRQ), the QP number and the inline size.
+ * ring (all zero with an SRQ), the QP number and the inline size; with
+ * REMU_UCTX_ECE the QP's ECE options (a provider without it passes a
+ * shorter response, which the kernel fills up to max_recv_sge).
  */
 struct remu_create_qp_resp {
 	struct remu_ring_info sq;
@@ -346,6 +379,25 @@ struct remu_create_qp_resp {
 	__u32 max_inline;
 	__u32 max_send_sge;
 	__u32 max_recv_sge;
+	__u32 ece_options;
+	__u32 reserved;
+};
+
+/*
+ * Driver data of ibv_modify_qp() through the extended command
+ * (REMU_UCTX_ECE): ece_options not 0 asks the kernel to negotiate them
+ * (the options ibv_set_ece() took, mlx5's "set_ece"); with the
+ * modification done, the response holds the QP's options then.  0
+ * changes nothing and the response is 0.
+ */
+struct remu_modify_qp_cmd {
+	__u32 ece_options;
+	__u32 reserved;		/* 0 */
+};
+
+struct remu_modify_qp_resp {
+	__u32 ece_options;
+	__u32 reserved;
 };
 
 /* Response to ibv_create_srq(). */
