@@ -18,7 +18,9 @@
  * ibv_wr_* API in qp_ex.c; a send WQE is filled through wqe.h either way.
  *
  * Locking: one spinlock per ring (cq->lock, qp->sq_lock, qp->rq_lock,
- * srq->lock) serialises this process's threads on that ring's index.
+ * srq->lock) serialises this process's threads on that ring's index;
+ * a QP's or SRQ's are none on a parent domain with a thread domain
+ * (struct remu_lock, domain.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -120,6 +122,7 @@ int remu_destroy_cq(struct ibv_cq *ibcq)
 	if (ret)
 		return ret;
 	remu_uring_unmap(&cq->ring);
+	remu_parent_domain_put(cq->parent);
 	remu_cq_free(cq);
 	return 0;
 }
@@ -350,7 +353,8 @@ static int remu_cmd_qp(struct ibv_context *ctx, struct remu_qp *qp,
 /*
  * A QP as @attr says (comp_mask checked by the caller), its rings
  * mapped: the QP, or NULL with errno set.  Both ibv_create_qp() and
- * ibv_create_qp_ex() come here.
+ * ibv_create_qp_ex() come here.  On a parent domain with a thread
+ * domain its rings have no locks (domain.c).
  */
 struct remu_qp *remu_qp_new(struct ibv_context *ctx,
 			    struct ibv_qp_init_attr_ex *attr)
@@ -363,8 +367,8 @@ struct remu_qp *remu_qp_new(struct ibv_context *ctx,
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return NULL;
-	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
-	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+	remu_lock_init(&qp->sq_lock, attr->pd);
+	remu_lock_init(&qp->rq_lock, attr->pd);
 	ret = remu_cmd_qp(ctx, qp, attr, &resp);
 	if (ret)
 		goto err_free;
@@ -380,6 +384,7 @@ struct remu_qp *remu_qp_new(struct ibv_context *ctx,
 	qp->max_send_sge = resp.max_send_sge;
 	qp->max_recv_sge = resp.max_recv_sge;
 	qp->op_mask = remu_qp_op_mask(ctx, attr->qp_type);
+	remu_parent_domain_get(attr->pd);
 	return qp;
 
 err_unmap:
@@ -387,8 +392,8 @@ err_unmap:
 err_destroy:
 	ibv_cmd_destroy_qp(&qp->vqp.qp);
 err_free:
-	pthread_spin_destroy(&qp->sq_lock);
-	pthread_spin_destroy(&qp->rq_lock);
+	remu_lock_destroy(&qp->sq_lock);
+	remu_lock_destroy(&qp->rq_lock);
 	free(qp);
 	errno = ret;
 	return NULL;
@@ -446,8 +451,9 @@ int remu_destroy_qp(struct ibv_qp *ibqp)
 	remu_qp_clean_cqs(ibqp);
 	remu_uring_unmap(&qp->sq);
 	remu_uring_unmap(&qp->rq);
-	pthread_spin_destroy(&qp->sq_lock);
-	pthread_spin_destroy(&qp->rq_lock);
+	remu_parent_domain_put(ibqp->pd ? to_rpd(ibqp->pd) : NULL);
+	remu_lock_destroy(&qp->sq_lock);
+	remu_lock_destroy(&qp->rq_lock);
 	free(qp);
 	return 0;
 }
@@ -497,7 +503,7 @@ static int remu_build_send_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
 			return EINVAL;
 	}
 	if (ibqp->qp_type == IBV_QPT_UD &&
-	    (!wr->wr.ud.ah || wr->wr.ud.ah->pd != ibqp->pd))
+	    (!wr->wr.ud.ah || !remu_pd_same(wr->wr.ud.ah->pd, ibqp->pd)))
 		return EINVAL;
 
 	remu_wqe_init(w, wr->wr_id, wr->opcode, wr->send_flags);
@@ -559,7 +565,7 @@ static int remu_post_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		break;
 	}
 
-	pthread_spin_lock(&qp->sq_lock);
+	remu_lock(&qp->sq_lock);
 	for (; wr; wr = wr->next) {
 		if (remu_uring_dead(&qp->sq)) {
 			ret = EIO;
@@ -578,7 +584,7 @@ static int remu_post_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	}
 	if (posted)
 		remu_uring_prod_publish(&qp->sq);
-	pthread_spin_unlock(&qp->sq_lock);
+	remu_unlock(&qp->sq_lock);
 
 	if (ret)
 		*bad_wr = wr;
@@ -646,7 +652,7 @@ int remu_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	pthread_spin_lock(&qp->rq_lock);
+	remu_lock(&qp->rq_lock);
 	for (; wr; wr = wr->next) {
 		ret = remu_put_recv_wqe(&qp->rq, qp->max_recv_sge, wr);
 		if (ret)
@@ -655,7 +661,7 @@ int remu_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	if (posted)
 		remu_uring_prod_publish(&qp->rq);
-	pthread_spin_unlock(&qp->rq_lock);
+	remu_unlock(&qp->rq_lock);
 	if (ret)
 		*bad_wr = wr;
 	if (posted && ibqp->state == IBV_QPS_ERR && !ret)
@@ -676,7 +682,7 @@ struct ibv_srq *remu_create_srq(struct ibv_pd *pd,
 	srq = calloc(1, sizeof(*srq));
 	if (!srq)
 		return NULL;
-	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
+	remu_lock_init(&srq->lock, pd);	/* none with a thread domain */
 	ret = ibv_cmd_create_srq(pd, &srq->ibsrq, attr, &cmd.ibv_cmd,
 				 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (ret)
@@ -690,7 +696,7 @@ struct ibv_srq *remu_create_srq(struct ibv_pd *pd,
 	return &srq->ibsrq;
 
 err_free:
-	pthread_spin_destroy(&srq->lock);
+	remu_lock_destroy(&srq->lock);
 	free(srq);
 	errno = ret;
 	return NULL;
@@ -719,7 +725,7 @@ int remu_destroy_srq(struct ibv_srq *ibsrq)
 	if (ret)
 		return ret;
 	remu_uring_unmap(&srq->ring);
-	pthread_spin_destroy(&srq->lock);
+	remu_lock_destroy(&srq->lock);
 	free(srq);
 	return 0;
 }
@@ -731,7 +737,7 @@ int remu_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	struct remu_srq *srq = to_rsrq(ibsrq);
 	int ret = 0, posted = 0;
 
-	pthread_spin_lock(&srq->lock);
+	remu_lock(&srq->lock);
 	for (; wr; wr = wr->next) {
 		ret = remu_put_recv_wqe(&srq->ring, srq->max_sge, wr);
 		if (ret)
@@ -740,7 +746,7 @@ int remu_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	}
 	if (posted)
 		remu_uring_prod_publish(&srq->ring);
-	pthread_spin_unlock(&srq->lock);
+	remu_unlock(&srq->lock);
 	if (ret)
 		*bad_wr = wr;
 	return ret;

@@ -3,9 +3,10 @@
  * remu.c - libremu, the rdma-core provider for the remu soft RoCEv2 device.
  *
  * This file: recognising a remu device, opening a user context, querying
- * the device and its port, and protection domains.  Memory regions are in
- * mr.c, device memory in dm.c; CQs, QPs, SRQs and AHs, with the ring fast
- * path, in queues.c, their extended verbs in cq_ex.c and qp_ex.c.
+ * the device and its port.  Protection, thread and parent domains are in
+ * domain.c, memory regions in mr.c, device memory in dm.c; CQs, QPs, SRQs
+ * and AHs, with the ring fast path, in queues.c, their extended verbs in
+ * cq_ex.c and qp_ex.c.
  * Every verb not in remu_ctx_ops is left to libibverbs, which answers
  * EOPNOTSUPP.
  */
@@ -53,39 +54,6 @@ static int remu_query_port(struct ibv_context *ibctx, uint8_t port,
 	return ibv_cmd_query_port(ibctx, port, attr, &cmd, sizeof(cmd));
 }
 
-static struct ibv_pd *remu_alloc_pd(struct ibv_context *ibctx)
-{
-	struct ib_uverbs_alloc_pd_resp resp;
-	struct ibv_alloc_pd cmd = {};
-	struct ibv_pd *pd;
-	int ret;
-
-	pd = calloc(1, sizeof(*pd));
-	if (!pd)
-		return NULL;
-
-	ret = ibv_cmd_alloc_pd(ibctx, pd, &cmd, sizeof(cmd),
-			       &resp, sizeof(resp));
-	if (ret) {
-		free(pd);
-		errno = ret;
-		return NULL;
-	}
-	return pd;
-}
-
-static int remu_dealloc_pd(struct ibv_pd *pd)
-{
-	int ret;
-
-	ret = ibv_cmd_dealloc_pd(pd);
-	if (ret)
-		return ret;
-
-	free(pd);
-	return 0;
-}
-
 static void remu_free_context(struct ibv_context *ibctx)
 {
 	struct remu_context *ctx = to_rctx(ibctx);
@@ -98,7 +66,9 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.advise_mr = remu_advise_mr,
 	.alloc_dm = remu_alloc_dm,
 	.alloc_mw = remu_alloc_mw,
+	.alloc_parent_domain = remu_alloc_parent_domain,
 	.alloc_pd = remu_alloc_pd,
+	.alloc_td = remu_alloc_td,
 	/* multicast attach/detach: the plain commands, no driver data */
 	.attach_mcast = ibv_cmd_attach_mcast,
 	.bind_mw = remu_bind_mw,
@@ -110,6 +80,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.create_srq = remu_create_srq,
 	.dealloc_mw = remu_dealloc_mw,
 	.dealloc_pd = remu_dealloc_pd,
+	.dealloc_td = remu_dealloc_td,
 	.dereg_mr = remu_dereg_mr,
 	.destroy_ah = remu_destroy_ah,
 	.destroy_cq = remu_destroy_cq,
