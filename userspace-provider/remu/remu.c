@@ -4,9 +4,10 @@
  *
  * This file: recognising a remu device, opening a user context, querying
  * the device and its port.  Protection, thread and parent domains are in
- * domain.c, memory regions in mr.c, device memory in dm.c; CQs, QPs, SRQs
- * and AHs, with the ring fast path, in queues.c, their extended verbs in
- * cq_ex.c and qp_ex.c.
+ * domain.c, taking objects of another process's context in import.c,
+ * memory regions in mr.c, device memory in dm.c; CQs, QPs, SRQs and AHs,
+ * with the ring fast path, in queues.c, their extended verbs in cq_ex.c
+ * and qp_ex.c.
  * Every verb not in remu_ctx_ops is left to libibverbs, which answers
  * EOPNOTSUPP.
  */
@@ -89,6 +90,9 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.detach_mcast = ibv_cmd_detach_mcast,
 	.free_context = remu_free_context,
 	.free_dm = remu_free_dm,
+	.import_dm = remu_import_dm,
+	.import_mr = remu_import_mr,
+	.import_pd = remu_import_pd,
 	.modify_qp = remu_modify_qp,
 	.modify_srq = remu_modify_srq,
 	.poll_cq = remu_poll_cq,
@@ -106,7 +110,35 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.req_notify_cq = remu_req_notify_cq,
 	.rereg_mr = remu_rereg_mr,
 	.resize_cq = remu_resize_cq,
+	.unimport_dm = remu_unimport_dm,
+	.unimport_mr = remu_unimport_mr,
+	.unimport_pd = remu_unimport_pd,
 };
+
+/*
+ * @ctx was opened (ibv_open_device()) or imported (ibv_import_device(),
+ * import.c) and the module answered @resp: 0, or EPROTO for a module of
+ * another ABI, and the context takes remu's verbs.
+ */
+int remu_context_ready(struct remu_context *ctx,
+		       const struct remu_alloc_ucontext_resp *resp)
+{
+	/*
+	 * libibverbs already held the device's uverbs abi_version against
+	 * remu_dev_ops; this catches a module whose answer is from another
+	 * ABI or shorter than ours.
+	 */
+	if (resp->abi_version != REMU_ABI_VERSION || resp->reserved) {
+		verbs_err(&ctx->vctx,
+			  "kernel answered ABI %u (reserved %#llx), provider has ABI %u\n",
+			  resp->abi_version, (unsigned long long)resp->reserved,
+			  REMU_ABI_VERSION);
+		return EPROTO;
+	}
+	ctx->kernel_caps = resp->comp_mask;
+	verbs_set_ops(&ctx->vctx, &remu_ctx_ops);
+	return 0;
+}
 
 static struct verbs_context *remu_alloc_context(struct ibv_device *ibdev,
 						int cmd_fd, void *private_data)
@@ -126,23 +158,9 @@ static struct verbs_context *remu_alloc_context(struct ibv_device *ibdev,
 				  &resp.ibv_resp, sizeof(resp));
 	if (ret)
 		goto err;
-
-	/*
-	 * libibverbs already held the device's uverbs abi_version against
-	 * remu_dev_ops; this catches a module whose answer is from another
-	 * ABI or shorter than ours.
-	 */
-	if (resp.abi_version != REMU_ABI_VERSION || resp.reserved) {
-		verbs_err(&ctx->vctx,
-			  "kernel answered ABI %u (reserved %#llx), provider has ABI %u\n",
-			  resp.abi_version, (unsigned long long)resp.reserved,
-			  REMU_ABI_VERSION);
-		ret = EPROTO;
+	ret = remu_context_ready(ctx, &resp.drv_payload);
+	if (ret)
 		goto err;
-	}
-
-	ctx->kernel_caps = resp.comp_mask;
-	verbs_set_ops(&ctx->vctx, &remu_ctx_ops);
 	return &ctx->vctx;
 
 err:
@@ -266,6 +284,7 @@ static const struct verbs_device_ops remu_dev_ops = {
 	.alloc_device = remu_alloc_device,
 	.uninit_device = remu_uninit_device,
 	.alloc_context = remu_alloc_context,
+	.import_context = remu_import_context,
 };
 PROVIDER_DRIVER(remu, remu_dev_ops);
 

@@ -56,7 +56,10 @@ struct remu_td {
 	atomic_int refs;	/* 1 + the parent domains on it */
 };
 
-/* A protection domain, or a parent domain (@parent set); domain.c. */
+/*
+ * A protection domain, or a parent domain (@parent set), or a PD taken
+ * from another process's context (@imported); domain.c, import.c.
+ */
 struct remu_pd {
 	struct ibv_pd ibpd;
 	atomic_int refs;	/* 1 + parent domains on it (+ a parent
@@ -69,6 +72,7 @@ struct remu_pd {
 	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr,
 		     uint64_t resource_type);
 	void *pd_context;
+	bool imported;
 };
 
 /*
@@ -166,6 +170,11 @@ static inline struct remu_ah *to_rah(struct ibv_ah *ibah)
 	return container_of(ibah, struct remu_ah, ibah);
 }
 
+static inline struct remu_dm *to_rdm(struct ibv_dm *ibdm)
+{
+	return container_of(ibdm, struct remu_dm, vdm.dm);
+}
+
 static inline struct remu_pd *to_rpd(struct ibv_pd *ibpd)
 {
 	return container_of(ibpd, struct remu_pd, ibpd);
@@ -205,6 +214,16 @@ struct ibv_pd *remu_alloc_parent_domain(struct ibv_context *ctx,
 				struct ibv_parent_domain_init_attr *attr);
 struct remu_pd *remu_parent_domain_get(struct ibv_pd *ibpd);
 void remu_parent_domain_put(struct remu_pd *pd);
+
+/* import.c */
+struct verbs_context *remu_import_context(struct ibv_device *ibdev,
+					  int cmd_fd);
+struct ibv_pd *remu_import_pd(struct ibv_context *ctx, uint32_t pd_handle);
+void remu_unimport_pd(struct ibv_pd *ibpd);
+struct ibv_mr *remu_import_mr(struct ibv_pd *pd, uint32_t mr_handle);
+void remu_unimport_mr(struct ibv_mr *mr);
+struct ibv_dm *remu_import_dm(struct ibv_context *ctx, uint32_t dm_handle);
+void remu_unimport_dm(struct ibv_dm *ibdm);
 
 /*
  * The lock of a ring (struct remu_lock).  Without need_lock: taking it
@@ -279,9 +298,15 @@ static inline struct remu_context *to_rctx(struct ibv_context *ibctx)
 	return container_of(ibctx, struct remu_context, vctx.context);
 }
 
+/* remu.c */
+int remu_context_ready(struct remu_context *ctx,
+		       const struct remu_alloc_ucontext_resp *resp);
+
 /* dm.c */
 struct ibv_dm *remu_alloc_dm(struct ibv_context *ctx,
 			     struct ibv_alloc_dm_attr *attr);
+int remu_dm_map(struct remu_dm *dm, struct ibv_context *ctx,
+		uint64_t mmap_offset, uint64_t mmap_size, uint64_t length);
 int remu_free_dm(struct ibv_dm *ibdm);
 struct ibv_mr *remu_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
 			      uint64_t dm_offset, size_t length,
