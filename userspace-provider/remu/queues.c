@@ -334,6 +334,8 @@ static int remu_cmd_qp(struct ibv_context *ctx, struct remu_qp *qp,
 		struct remu_cmd_create_qp_ex_resp resp = {};
 		struct remu_cmd_create_qp_ex cmd = {};
 
+		cmd.ece_options = remu_ece_request(ctx);
+
 		ret = ibv_cmd_create_qp_ex2(ctx, &qp->vqp, attr, &cmd.ibv_cmd,
 					    sizeof(cmd), &resp.ibv_resp,
 					    sizeof(resp));
@@ -341,6 +343,8 @@ static int remu_cmd_qp(struct ibv_context *ctx, struct remu_qp *qp,
 	} else {
 		struct remu_cmd_create_qp_resp resp = {};
 		struct remu_cmd_create_qp cmd = {};
+
+		cmd.ece_options = remu_ece_request(ctx);
 
 		ret = ibv_cmd_create_qp_ex(ctx, &qp->vqp, attr, &cmd.ibv_cmd,
 					   sizeof(cmd), &resp.ibv_resp,
@@ -384,6 +388,7 @@ struct remu_qp *remu_qp_new(struct ibv_context *ctx,
 	qp->max_send_sge = resp.max_send_sge;
 	qp->max_recv_sge = resp.max_recv_sge;
 	qp->op_mask = remu_qp_op_mask(ctx, attr->qp_type);
+	qp->get_ece = resp.ece_options;
 	remu_parent_domain_get(attr->pd);
 	return qp;
 
@@ -426,7 +431,10 @@ int remu_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 	struct ibv_modify_qp cmd = {};
 	int ret;
 
-	ret = ibv_cmd_modify_qp(ibqp, attr, mask, &cmd, sizeof(cmd));
+	if (to_rqp(ibqp)->set_ece)	/* ece.c */
+		ret = remu_modify_qp_ece(ibqp, attr, mask);
+	else
+		ret = ibv_cmd_modify_qp(ibqp, attr, mask, &cmd, sizeof(cmd));
 	if (!ret && (mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
 		remu_qp_clean_cqs(ibqp);
 	return ret;

@@ -7,7 +7,7 @@
  * domain.c, taking objects of another process's context in import.c,
  * memory regions in mr.c, device memory in dm.c; CQs, QPs, SRQs and AHs,
  * with the ring fast path, in queues.c, their extended verbs in cq_ex.c
- * and qp_ex.c.
+ * and qp_ex.c, ECE in ece.c.
  * Every verb not in remu_ctx_ops is left to libibverbs, which answers
  * EOPNOTSUPP.
  */
@@ -100,6 +100,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.post_send = remu_post_send,
 	.post_srq_recv = remu_post_srq_recv,
 	.query_device_ex = remu_query_device,
+	.query_ece = remu_query_ece,
 	.query_port = remu_query_port,
 	.query_qp = remu_query_qp,
 	.query_rt_values = remu_query_rt_values,
@@ -110,6 +111,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.req_notify_cq = remu_req_notify_cq,
 	.rereg_mr = remu_rereg_mr,
 	.resize_cq = remu_resize_cq,
+	.set_ece = remu_set_ece,
 	.unimport_dm = remu_unimport_dm,
 	.unimport_mr = remu_unimport_mr,
 	.unimport_pd = remu_unimport_pd,

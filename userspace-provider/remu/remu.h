@@ -111,6 +111,8 @@ struct remu_qp {
 	uint32_t wr_start;		/* sq.idx at ibv_wr_start(): rollback */
 	int wr_err;			/* the batch's first error */
 	struct remudv_qp_ex dv;		/* remudv_qp_ex_from_ibv_qp_ex() */
+	uint32_t set_ece;		/* ibv_set_ece(): for the next modify */
+	uint32_t get_ece;		/* ibv_query_ece() answers this (ece.c) */
 };
 
 /* an indirect key (mkey.c): the MW object that carries it in the kernel */
@@ -224,6 +226,13 @@ struct ibv_mr *remu_import_mr(struct ibv_pd *pd, uint32_t mr_handle);
 void remu_unimport_mr(struct ibv_mr *mr);
 struct ibv_dm *remu_import_dm(struct ibv_context *ctx, uint32_t dm_handle);
 void remu_unimport_dm(struct ibv_dm *ibdm);
+
+/* ece.c */
+int remu_set_ece(struct ibv_qp *ibqp, struct ibv_ece *ece);
+int remu_query_ece(struct ibv_qp *ibqp, struct ibv_ece *ece);
+uint32_t remu_ece_request(struct ibv_context *ctx);
+int remu_modify_qp_ece(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+		       int mask);
 
 /*
  * The lock of a ring (struct remu_lock).  Without need_lock: taking it
