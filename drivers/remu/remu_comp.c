@@ -2,51 +2,64 @@
 /*
  * remu_comp.c - the completer: responses to an RC requester (ACK, NAK,
  * RNR NAK, READ response, atomic ACK) retire send WQEs in order, and the
- * retransmit/RNR timer; also remu_comp_wqe(), which every engine uses to
- * retire a send WQE.
+ * retransmit/RNR timer and the probe timer; also remu_comp_wqe(), which
+ * every engine uses to retire a send WQE.
  *
  * Owns: qp->eng.una (oldest unacknowledged PSN), the retry counters, the
  * timer and the probe timer, the round-trip estimate, the READ
- * out-of-order maps.  Nothing is believed that answers a
- * PSN no request used (at or after qp->eng.sent_end, which the requester
- * moves): such a response is dropped and counted (rcvd_bad_resp_psn), as
- * is a READ response whose length is not exactly its share of the READ
- * (rcvd_bad_resp_len).  An ACK with PSN P completes every
- * outstanding WQE whose last PSN is at or before P, in ring order,
- * stopping at a READ or atomic not finished.  READ responses and atomic
- * ACKs are matched by PSN to any outstanding READ/atomic (not only the
- * oldest): a READ response is placed in order, or up to REMU_RD_MAP
- * responses beyond the first missing one (noted in its map); a READ or
- * atomic is finished when all its responses are placed, and completes in
- * ring order.  A response also implicitly ACKs the WQEs before its READ.
- * Lost responses are asked for again (remu_req_ask_again(), the READ
- * resent for the missing range only, once per gap) when enough responses
- * came after the gap (REMU_RD_GAP_THRESH, so reordering is not taken for
- * loss), its last response came, or an ACK or response of a later request
- * did; else the timer recovers them.  A NAK completes the WQEs before its
- * PSN (a NAK before una is stale and ignored), then: a sequence error goes
- * back to that PSN (unless it is a stale echo of the previous go-back: a
- * NAK for a PSN resent since, sooner than the least round trip measured
- * after that go-back), and arms the probe timer, which goes back again if
- * the hole is still unfilled after about two smoothed round trips (the
- * responder NAKs a gap once, so a lost resend of the hole is otherwise
- * found by the timer only; round trips are timed from AckReq packets to
- * their ACKs, never across a resend), an RNR NAK waits for the RNR timer
- * and goes back, anything else completes the WQE with its error status and
- * moves the QP to ERR (the rest is flushed).  The timer (the QP's timeout,
- * at least 10 ms; none when it is 0) goes back to una, or to the first
- * missing response of the oldest READ/atomic, retry_cnt times.  Progress
- * restarts it and refills the retry counts; a READ response, even a stale
- * one (a replay), only restarts it; a stale or duplicate ACK does neither.
- * An expiry that a restart overtook before the work item ran is ignored.
+ * out-of-order maps.
  *
- * Runs only in the engines' owner (remu_eng_run()); SQ slots are consumed under
- * qp->sq.cons_lock, with the CQE written under it so completions stay in
- * ring order with the flush.
+ * remu_comp_pkt() takes a response through checks, then the step of its
+ * kind (NAK, ACK, READ response, atomic ACK); each step returns a verdict
+ * (enum remu_comp_verdict) and remu_comp_act() carries out the one that
+ * ended the response's way.  What is believed, how ACKs, NAKs and
+ * responses complete WQEs, and when and from where the requester goes
+ * back: docs/architecture.md and docs/reliability.md.
+ *
+ * Locking: runs only in the engines' owner (remu_eng_run()); SQ slots are
+ * consumed under qp->sq.cons_lock, with the CQE written under it so
+ * completions stay in ring order with the flush.
  */
 #include "remu_qp.h"
 #include "remu_mr.h"
 #include "remu_trace.h"
+
+/*
+ * What a step of remu_comp_pkt() decided about a response.
+ * REMU_COMP_NEXT (0) lets the next step run; any other verdict ends the
+ * response's way, and remu_comp_act() carries it out.
+ */
+enum remu_comp_verdict {
+	REMU_COMP_NEXT,		/* passed: on to the next step */
+	REMU_COMP_DONE,		/* an ACK or NAK, acted on */
+	REMU_COMP_DROP,		/* not believed, stale, a duplicate: counted */
+	REMU_COMP_PLACED,	/* a READ response or atomic ACK taken */
+	REMU_COMP_SEEN,		/* a READ response not placed (counted), but
+				 * it shows how far the responder is
+				 */
+	REMU_COMP_FAIL,		/* the WQE fails (@status), the QP to ERR */
+};
+
+/**
+ * struct remu_comp_resp - a response on its way through the steps
+ * @skb:	the packet (skb->data at the BTH)
+ * @info:	its opcode's entry
+ * @psn:	its PSN
+ * @idx:	a READ response or atomic ACK: the ring index of the READ or
+ *		atomic WQE it answers
+ * @sw:		that WQE's requester state
+ * @w:		that WQE (the kernel's copy)
+ * @status:	REMU_COMP_FAIL: the IB_WC_* status the WQE fails with
+ */
+struct remu_comp_resp {
+	struct sk_buff *skb;
+	const struct remu_opcode_info *info;
+	u32 psn;
+	u32 idx;
+	struct remu_swqe *sw;
+	struct remu_send_wqe *w;
+	int status;
+};
 
 /* retire the WQE at ring index @idx (the oldest) with @status */
 void remu_comp_wqe(struct remu_qp *qp, u32 idx, int status)
@@ -416,76 +429,56 @@ static struct remu_swqe *remu_comp_find_rd(struct remu_qp *qp, u32 psn,
 	return NULL;
 }
 
-/* remu_comp_read_resp(): the response was not placed (counted) */
-#define REMU_COMP_DROPPED	(-1)
-
 /*
- * READ response @skb, response number @k of READ @sw (ring index @idx):
- * place it (in order, or up to REMU_RD_MAP ahead of the first missing).
- * Return: 0 (placed), REMU_COMP_DROPPED (not placed, counted; the QP goes
- * on), or the IB_WC_* status to fail the QP with.
+ * READ response @k of @rs's READ: may it be placed?  Not if it is a
+ * duplicate, or beyond the map (or, with no map, beyond the first
+ * missing one): REMU_COMP_SEEN, counted.
  */
-static int remu_comp_read_resp(struct remu_qp *qp, u32 idx,
-			       struct remu_swqe *sw, struct sk_buff *skb,
-			       u32 k)
+static enum remu_comp_verdict remu_comp_read_chk_order(struct remu_qp *qp,
+						       struct remu_comp_resp *rs,
+						       u32 k)
 {
-	struct remu_qp_eng *e = &qp->eng;
-	struct remu_rd_map *m = remu_swqe_map(e, sw);
-	struct remu_skb_cb *cb = remu_cb(skb);
-	struct remu_send_wqe *w = remu_req_copy(qp, idx);
-	int err = 0;
+	struct remu_swqe *sw = rs->sw;
+	struct remu_rd_map *m = remu_swqe_map(&qp->eng, sw);
 
-	/*
-	 * Response k carries exactly its share of the READ (every one but
-	 * the last a full MTU), and the READ's last one ends a response
-	 * (LAST or ONLY; an earlier one may too: the answer to a READ
-	 * asked again for a range ends where that range does).  Anything
-	 * else would leave a hole or spill past the WQE: dropped.
-	 */
-	if (cb->paylen != min_t(u64, e->mtu, sw->len - (u64)k * e->mtu) ||
-	    (k == sw->npkts - 1 &&
-	     !(remu_opcode[cb->opcode].flags & REMU_OP_LAST))) {
-		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_LEN);
-		return REMU_COMP_DROPPED;
-	}
 	if (k < sw->rcvd) {
 		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
-		return REMU_COMP_DROPPED;
+		return REMU_COMP_SEEN;
 	}
-	if (k > sw->rcvd) {
-		if (!m || k >= sw->rcvd + REMU_RD_MAP) {
-			remu_count(qp->rdev, REMU_CNT_RCVD_RESP_AHEAD);
-			if (m)
-				m->beyond = true;
-			remu_comp_read_gap(qp, idx, sw);
-			return REMU_COMP_DROPPED;
-		}
-		if (test_bit(k % REMU_RD_MAP, m->bits)) {
-			remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
-			return REMU_COMP_DROPPED;
-		}
+	if (k == sw->rcvd)
+		return REMU_COMP_NEXT;
+	if (!m || k >= sw->rcvd + REMU_RD_MAP) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_RESP_AHEAD);
+		if (m)
+			m->beyond = true;
+		remu_comp_read_gap(qp, rs->idx, sw);
+		return REMU_COMP_SEEN;
 	}
-	/* straight from the skb, linear part and page frags alike */
-	if (cb->paylen)
-		err = remu_sge_copy_skb(&(struct remu_sgl){
-				.rdev = qp->rdev, .pd = to_remu_pd(qp->ib_qp.pd),
-				.sges = (struct remu_sge *)(w + 1),
-				.num = w->num_sge,
-				.access = IB_ACCESS_LOCAL_WRITE,
-			}, (u64)k * e->mtu, skb, cb->hdr_len, cb->paylen,
-			REMU_TO_MR);
-	if (err)
-		return err == -EMSGSIZE ? IB_WC_LOC_LEN_ERR :
-					  IB_WC_LOC_PROT_ERR;
+	if (test_bit(k % REMU_RD_MAP, m->bits)) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
+		return REMU_COMP_SEEN;
+	}
+	return REMU_COMP_NEXT;
+}
+
+/*
+ * READ response @k of @sw (ring index @idx) was placed: ahead of the
+ * first missing one, noted in the map; in order, the READ moves over it
+ * and what was placed ahead of it, which is progress.
+ */
+static void remu_comp_read_placed(struct remu_qp *qp, u32 idx,
+				  struct remu_swqe *sw, u32 k)
+{
+	struct remu_rd_map *m = remu_swqe_map(&qp->eng, sw);
+
 	if (m && k == sw->npkts - 1)
 		m->seen_last = true;
 	if (k > sw->rcvd) {
 		set_bit(k % REMU_RD_MAP, m->bits);
 		m->nset++;
 		remu_comp_read_gap(qp, idx, sw);
-		return 0;
+		return;
 	}
-	/* in order: move over what was placed ahead */
 	sw->rcvd++;
 	while (m && m->nset && sw->rcvd < sw->npkts &&
 	       test_bit(sw->rcvd % REMU_RD_MAP, m->bits)) {
@@ -498,7 +491,67 @@ static int remu_comp_read_resp(struct remu_qp *qp, u32 idx,
 	remu_comp_progress(qp, sw->first_psn + sw->rcvd, true);
 	if (m && m->nset)
 		remu_comp_read_gap(qp, idx, sw);
-	return 0;
+}
+
+/* the send WQE's SGE list: where a READ response or an atomic's value goes */
+static struct remu_sgl remu_comp_sgl(struct remu_qp *qp,
+				     struct remu_send_wqe *w)
+{
+	return (struct remu_sgl){
+		.rdev = qp->rdev,
+		.pd = to_remu_pd(qp->ib_qp.pd),
+		.sges = (struct remu_sge *)(w + 1),
+		.num = w->num_sge,
+		.access = IB_ACCESS_LOCAL_WRITE,
+	};
+}
+
+/*
+ * step, a READ response: place it (in order, or up to REMU_RD_MAP ahead
+ * of the first missing one), straight from the skb, linear part and
+ * page frags alike.
+ */
+static enum remu_comp_verdict remu_comp_read_resp(struct remu_qp *qp,
+						  struct remu_comp_resp *rs)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_skb_cb *cb = remu_cb(rs->skb);
+	struct remu_swqe *sw = rs->sw;
+	struct remu_send_wqe *w = rs->w;
+	struct remu_sgl sgl = remu_comp_sgl(qp, w);
+	u32 k = remu_psn_diff(rs->psn, sw->first_psn);
+	enum remu_comp_verdict v;
+	int err = 0;
+
+	if (w->opcode != IB_UVERBS_WR_RDMA_READ) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_OP);
+		return REMU_COMP_DROP;
+	}
+	/*
+	 * Response k carries exactly its share of the READ (every one but
+	 * the last a full MTU), and the READ's last one ends a response
+	 * (LAST or ONLY; an earlier one may too: the answer to a READ
+	 * asked again for a range ends where that range does).  Anything
+	 * else would leave a hole or spill past the WQE.
+	 */
+	if (cb->paylen != min_t(u64, e->mtu, sw->len - (u64)k * e->mtu) ||
+	    (k == sw->npkts - 1 && !(rs->info->flags & REMU_OP_LAST))) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_LEN);
+		return REMU_COMP_SEEN;
+	}
+	v = remu_comp_read_chk_order(qp, rs, k);
+	if (v)
+		return v;
+	if (cb->paylen)
+		err = remu_sge_copy_skb(&sgl, (u64)k * e->mtu, rs->skb,
+					cb->hdr_len, cb->paylen, REMU_TO_MR);
+	if (err) {
+		rs->status = err == -EMSGSIZE ? IB_WC_LOC_LEN_ERR :
+						IB_WC_LOC_PROT_ERR;
+		return REMU_COMP_FAIL;
+	}
+	remu_comp_read_placed(qp, rs->idx, sw, k);
+	return REMU_COMP_PLACED;
 }
 
 static int remu_nak_status(u8 syn)
@@ -540,202 +593,289 @@ static void remu_comp_fail(struct remu_qp *qp, int status)
 		remu_qp_error(qp);
 }
 
-static void remu_comp_nak(struct remu_qp *qp, u32 psn, u8 syn)
+/* check: an RC QP, and a PSN a request of this QP used */
+static enum remu_comp_verdict remu_comp_chk(struct remu_qp *qp,
+					    struct remu_comp_resp *rs)
 {
-	struct remu_qp_eng *e = &qp->eng;
-	bool stale;
-
-	/*
-	 * A NAK acknowledges everything before its PSN; one for a PSN
-	 * before una is stale (duplicated, or overtaken by a later ACK):
-	 * acting on it would resend what has arrived.
-	 */
-	if (remu_psn_before(psn, e->una)) {
-		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
-		return;
-	}
-	/*
-	 * So is a sequence NAK for a PSN the requester has sent again since
-	 * it last went back, if it comes sooner than a round trip after
-	 * that go-back: the packet that made the responder NAK was sent
-	 * before the resend (a packet sent after it cannot be answered yet),
-	 * so the resend is still on its way, and going back once more would
-	 * send the whole window a third time.  If the resend was lost after
-	 * all, the probe timer finds the hole unfilled and goes back.
-	 */
-	stale = syn == REMU_AETH_NAK_PSN_SEQ_ERR && e->probing &&
-		e->rtt_min_us && !remu_psn_before(psn, e->gb_psn) &&
-		remu_psn_before(psn, e->psn) &&
-		ktime_get_ns() - e->gb_t < (u64)e->rtt_min_us * NSEC_PER_USEC;
-	remu_comp_rtt_end(qp, (psn - 1) & REMU_PSN_MASK);
-	remu_comp_upto(qp, psn, false);
-	remu_comp_progress(qp, psn, false);
-	if ((syn & REMU_AETH_TYPE_MASK) == REMU_AETH_RNR_NAK) {
-		remu_count(qp->rdev, REMU_CNT_SND_RNR);
-		if (e->rnr_left != 7) {
-			if (!e->rnr_left) {
-				trace_remu_rnr(qp, psn, REMU_RNR_EXCEEDED,
-					       remu_rnr_usecs(syn), 0);
-				remu_count(qp->rdev,
-					   REMU_CNT_RNR_RETRY_EXCEEDED);
-				remu_comp_fail(qp, IB_WC_RNR_RETRY_EXC_ERR);
-				return;
-			}
-			e->rnr_left--;
-		}
-		trace_remu_rnr(qp, psn, REMU_RNR_NAK_RCVD, remu_rnr_usecs(syn),
-			       e->rnr_left);
-		trace_remu_retransmit(qp, psn, REMU_RETX_RNR, e->rnr_left);
-		remu_comp_probe_stop(qp);
-		remu_req_go_back(qp, psn);
-		e->rnr_wait = true;
-		mod_timer(&e->timer, jiffies +
-			  usecs_to_jiffies(remu_rnr_usecs(syn)));
-		return;
-	}
-	if (syn == REMU_AETH_NAK_PSN_SEQ_ERR) {
-		remu_count(qp->rdev, REMU_CNT_RCV_SEQ_ERR);
-		if (stale) {
-			remu_count(qp->rdev, REMU_CNT_STALE_SEQ_NAK);
-			remu_comp_probe_arm(qp, psn, false);
-			return;
-		}
-		trace_remu_retransmit(qp, psn, REMU_RETX_SEQ_NAK, e->retries);
-		remu_req_go_back(qp, psn);
-		e->probes = 0;
-		remu_comp_probe_arm(qp, psn, true);
-		return;
-	}
-	remu_comp_fail(qp, remu_nak_status(syn));
-}
-
-void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
-{
-	struct remu_skb_cb *cb = remu_cb(skb);
-	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
-	struct remu_qp_eng *e = &qp->eng;
-	struct remu_queue *q = &qp->sq.ring;
-	struct remu_aeth *aeth = remu_pkt_hdr_of(skb, info, REMU_HDR_AETH);
-	u32 psn = cb->psn, idx;
-	u8 syn = aeth ? remu_aeth_syndrome(aeth) : 0;
-	struct remu_send_wqe *w;
-	struct remu_swqe *sw;
-	bool dropped = false;
-	int status;
-
 	if (qp->ib_qp.qp_type != IB_QPT_RC) {
 		remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
-		goto drop;
+		return REMU_COMP_DROP;
 	}
 	/*
 	 * Nothing this QP sent is answered at or after sent_end: such an
 	 * ACK, NAK or response is forged or broken, and believing it would
 	 * complete WQEs whose data never left, or fail the QP.
 	 */
-	if (!remu_psn_before(psn, e->sent_end)) {
+	if (!remu_psn_before(rs->psn, qp->eng.sent_end)) {
 		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_PSN);
-		goto drop;
+		return REMU_COMP_DROP;
 	}
-	if (aeth && (syn & REMU_AETH_TYPE_MASK) != REMU_AETH_ACK) {
-		remu_comp_nak(qp, psn, syn);
-		goto done;
-	}
-	if (cb->opcode == IB_OPCODE_RC_ACKNOWLEDGE) {
-		remu_comp_rtt_end(qp, psn);
-		remu_comp_progress(qp, psn + 1,
-				   remu_comp_upto(qp, psn, true) > 0);
-		sw = &e->st[q->cons & q->mask];
-		/* an ACK of a request after a READ/atomic still waiting */
-		if (q->cons != e->head && sw->valid && sw->rd &&
-		    sw->rcvd < sw->npkts &&
-		    !remu_psn_before(psn, sw->first_psn + sw->npkts))
-			remu_comp_ask_again(qp, q->cons);
-		goto done;
-	}
+	return REMU_COMP_NEXT;
+}
 
-	/* READ response or atomic ACK: implicitly ACKs what came before */
-	remu_comp_upto(qp, psn, false);
-	sw = remu_comp_find_rd(qp, psn, &idx);
-	if (!sw) {
-		/*
-		 * Stale: a READ the responder replays after this side had
-		 * all of it (a PSN already sent; one never sent is bogus).
-		 * It answers in order, so what is outstanding waits behind
-		 * the replay: its responses restart the timer (no retry
-		 * count is refilled).  Otherwise a replay longer than the
-		 * timeout (1 MiB on a slow kernel) has the request behind it
-		 * time out again and again, and each resend queues one more
-		 * replay in front of it.
-		 */
-		if (!(info->flags & REMU_OP_ATOMIC) &&
-		    remu_psn_before(psn, e->psn))
-			remu_comp_arm(qp);
+/*
+ * A sequence NAK for a PSN the requester has sent again since it last
+ * went back is stale if it comes sooner than a round trip after that
+ * go-back: the packet that made the responder NAK was sent before the
+ * resend (a packet sent after it cannot be answered yet), so the resend
+ * is still on its way, and going back once more would send the whole
+ * window a third time.  If the resend was lost after all, the probe
+ * timer finds the hole unfilled and goes back.
+ */
+static bool remu_comp_nak_stale(struct remu_qp *qp, u32 psn, u8 syn)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	return syn == REMU_AETH_NAK_PSN_SEQ_ERR && e->probing &&
+	       e->rtt_min_us && !remu_psn_before(psn, e->gb_psn) &&
+	       remu_psn_before(psn, e->psn) &&
+	       ktime_get_ns() - e->gb_t < (u64)e->rtt_min_us * NSEC_PER_USEC;
+}
+
+/* an RNR NAK: wait for the RNR timer, then go back, rnr_retry times */
+static void remu_comp_rnr_nak(struct remu_qp *qp, u32 psn, u8 syn)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	remu_count(qp->rdev, REMU_CNT_SND_RNR);
+	if (e->rnr_left != 7) {
+		if (!e->rnr_left) {
+			trace_remu_rnr(qp, psn, REMU_RNR_EXCEEDED,
+				       remu_rnr_usecs(syn), 0);
+			remu_count(qp->rdev, REMU_CNT_RNR_RETRY_EXCEEDED);
+			remu_comp_fail(qp, IB_WC_RNR_RETRY_EXC_ERR);
+			return;
+		}
+		e->rnr_left--;
+	}
+	trace_remu_rnr(qp, psn, REMU_RNR_NAK_RCVD, remu_rnr_usecs(syn),
+		       e->rnr_left);
+	trace_remu_retransmit(qp, psn, REMU_RETX_RNR, e->rnr_left);
+	remu_comp_probe_stop(qp);
+	remu_req_go_back(qp, psn);
+	e->rnr_wait = true;
+	mod_timer(&e->timer, jiffies + usecs_to_jiffies(remu_rnr_usecs(syn)));
+}
+
+/* a sequence NAK: go back to its PSN, and arm the probe (unless @stale) */
+static void remu_comp_seq_nak(struct remu_qp *qp, u32 psn, bool stale)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	remu_count(qp->rdev, REMU_CNT_RCV_SEQ_ERR);
+	if (stale) {
+		remu_count(qp->rdev, REMU_CNT_STALE_SEQ_NAK);
+		remu_comp_probe_arm(qp, psn, false);
+		return;
+	}
+	trace_remu_retransmit(qp, psn, REMU_RETX_SEQ_NAK, e->retries);
+	remu_req_go_back(qp, psn);
+	e->probes = 0;
+	remu_comp_probe_arm(qp, psn, true);
+}
+
+/*
+ * step: a NAK acknowledges everything before its PSN, then: an RNR NAK
+ * waits and goes back, a sequence NAK goes back, any other completes the
+ * oldest WQE with its error and moves the QP to ERR.  One for a PSN
+ * before una is stale (duplicated, or overtaken by a later ACK): acting
+ * on it would resend what has arrived.
+ */
+static enum remu_comp_verdict remu_comp_nak(struct remu_qp *qp,
+					    struct remu_comp_resp *rs)
+{
+	struct remu_aeth *aeth = remu_pkt_hdr_of(rs->skb, rs->info,
+						 REMU_HDR_AETH);
+	u32 psn = rs->psn;
+	bool stale;
+	u8 syn;
+
+	if (!aeth)
+		return REMU_COMP_NEXT;
+	syn = remu_aeth_syndrome(aeth);
+	if ((syn & REMU_AETH_TYPE_MASK) == REMU_AETH_ACK)
+		return REMU_COMP_NEXT;
+	if (remu_psn_before(psn, qp->eng.una)) {
 		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
-		goto drop;
+		return REMU_COMP_DONE;
 	}
-	w = remu_req_copy(qp, idx);
-	if (info->flags & REMU_OP_ATOMIC) {
-		struct remu_atmack *ack = remu_pkt_hdr_of(skb, info,
-							  REMU_HDR_ATMACK);
-		__u64 orig = remu_atmack_orig(ack);
+	stale = remu_comp_nak_stale(qp, psn, syn);
+	remu_comp_rtt_end(qp, (psn - 1) & REMU_PSN_MASK);
+	remu_comp_upto(qp, psn, false);
+	remu_comp_progress(qp, psn, false);
+	if ((syn & REMU_AETH_TYPE_MASK) == REMU_AETH_RNR_NAK)
+		remu_comp_rnr_nak(qp, psn, syn);
+	else if (syn == REMU_AETH_NAK_PSN_SEQ_ERR)
+		remu_comp_seq_nak(qp, psn, stale);
+	else
+		remu_comp_fail(qp, remu_nak_status(syn));
+	return REMU_COMP_DONE;
+}
 
-		if (!remu_is_atomic(w->opcode)) {
-			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_OP);
-			goto drop;
-		}
-		if (sw->rcvd) {
-			remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
-			goto drop;
-		}
-		if (remu_sge_copy(&(struct remu_sgl){
-				qp->rdev, to_remu_pd(qp->ib_qp.pd),
-				(struct remu_sge *)(w + 1), w->num_sge,
-				IB_ACCESS_LOCAL_WRITE,
-			}, 0, &orig, 8, REMU_TO_MR)) {
-			remu_comp_fail(qp, IB_WC_LOC_PROT_ERR);
-			goto drop;
-		}
-		sw->rcvd = 1;
-		remu_comp_progress(qp, psn + 1, true);
-	} else if (remu_is_empty_rd(w->opcode)) {
-		/* FLUSH, ATOMIC_WRITE: done; their answer is one empty ONLY */
-		if (cb->opcode != IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY ||
-		    cb->paylen) {
-			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_LEN);
-			goto drop;
-		}
-		if (sw->rcvd) {
-			remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
-			goto drop;
-		}
-		sw->rcvd = 1;
-		remu_comp_progress(qp, psn + 1, true);
-	} else {
-		if (w->opcode != IB_UVERBS_WR_RDMA_READ) {
-			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_OP);
-			goto drop;
-		}
-		status = remu_comp_read_resp(qp, idx, sw, skb,
-					     remu_psn_diff(psn, sw->first_psn));
-		if (status > 0) {
-			remu_comp_fail(qp, status);
-			goto drop;
-		}
-		dropped = status == REMU_COMP_DROPPED;
+/*
+ * step: an ACK completes the WQEs it covers; one that covers a request
+ * after a READ or atomic still waiting shows that READ's or atomic's
+ * responses were lost: ask again.
+ */
+static enum remu_comp_verdict remu_comp_ack(struct remu_qp *qp,
+					    struct remu_comp_resp *rs)
+{
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_queue *q = &qp->sq.ring;
+	struct remu_swqe *sw;
+	u32 psn = rs->psn;
+
+	if (remu_cb(rs->skb)->opcode != IB_OPCODE_RC_ACKNOWLEDGE)
+		return REMU_COMP_NEXT;
+	remu_comp_rtt_end(qp, psn);
+	remu_comp_progress(qp, psn + 1, remu_comp_upto(qp, psn, true) > 0);
+	sw = &e->st[q->cons & q->mask];
+	if (q->cons != e->head && sw->valid && sw->rd &&
+	    sw->rcvd < sw->npkts &&
+	    !remu_psn_before(psn, sw->first_psn + sw->npkts))
+		remu_comp_ask_again(qp, q->cons);
+	return REMU_COMP_DONE;
+}
+
+/*
+ * step, a READ response or atomic ACK: it implicitly ACKs the WQEs before
+ * its READ or atomic; find that one, by PSN, among all outstanding.
+ */
+static enum remu_comp_verdict remu_comp_chk_rd(struct remu_qp *qp,
+					       struct remu_comp_resp *rs)
+{
+	remu_comp_upto(qp, rs->psn, false);
+	rs->sw = remu_comp_find_rd(qp, rs->psn, &rs->idx);
+	if (rs->sw) {
+		rs->w = remu_req_copy(qp, rs->idx);
+		return REMU_COMP_NEXT;
 	}
-	if (idx != q->cons)
-		remu_comp_later(qp);
-	/* finished in order, with the WQEs after them an ACK covered */
-	remu_comp_upto(qp, e->una, false);
-	remu_comp_arm(qp);
-	if (dropped)
-		goto drop;
-done:
-	/* processed: consume_skb, so that the drop tracepoint sees drops only */
-	consume_skb(skb);
-	return;
-drop:
-	kfree_skb(skb);
+	/*
+	 * Stale: a READ the responder replays after this side had all of
+	 * it (a PSN already sent; one never sent is bogus).  It answers in
+	 * order, so what is outstanding waits behind the replay: its
+	 * responses restart the timer (no retry count is refilled).
+	 * Otherwise a replay longer than the timeout (1 MiB on a slow
+	 * kernel) has the request behind it time out again and again, and
+	 * each resend queues one more replay in front of it.
+	 */
+	if (!(rs->info->flags & REMU_OP_ATOMIC) &&
+	    remu_psn_before(rs->psn, qp->eng.psn))
+		remu_comp_arm(qp);
+	remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
+	return REMU_COMP_DROP;
+}
+
+/* step, an atomic ACK: write the original value; the atomic is done */
+static enum remu_comp_verdict remu_comp_atomic_ack(struct remu_qp *qp,
+						   struct remu_comp_resp *rs)
+{
+	struct remu_atmack *ack = remu_pkt_hdr_of(rs->skb, rs->info,
+						  REMU_HDR_ATMACK);
+	struct remu_send_wqe *w = rs->w;
+	__u64 orig = remu_atmack_orig(ack);
+	struct remu_sgl sgl;
+
+	if (!remu_is_atomic(w->opcode)) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_OP);
+		return REMU_COMP_DROP;
+	}
+	if (rs->sw->rcvd) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
+		return REMU_COMP_DROP;
+	}
+	sgl = remu_comp_sgl(qp, w);
+	if (remu_sge_copy(&sgl, 0, &orig, 8, REMU_TO_MR)) {
+		rs->status = IB_WC_LOC_PROT_ERR;
+		return REMU_COMP_FAIL;
+	}
+	rs->sw->rcvd = 1;
+	remu_comp_progress(qp, rs->psn + 1, true);
+	return REMU_COMP_PLACED;
+}
+
+/* step, FLUSH or ATOMIC_WRITE: done; their answer is one empty ONLY */
+static enum remu_comp_verdict remu_comp_empty_rd(struct remu_qp *qp,
+						 struct remu_comp_resp *rs)
+{
+	struct remu_skb_cb *cb = remu_cb(rs->skb);
+
+	if (cb->opcode != IB_OPCODE_RC_RDMA_READ_RESPONSE_ONLY ||
+	    cb->paylen) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_RESP_LEN);
+		return REMU_COMP_DROP;
+	}
+	if (rs->sw->rcvd) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_DUP_RESP);
+		return REMU_COMP_DROP;
+	}
+	rs->sw->rcvd = 1;
+	remu_comp_progress(qp, rs->psn + 1, true);
+	return REMU_COMP_PLACED;
+}
+
+/* step: the READ response or atomic ACK, by the class of its WQE */
+static enum remu_comp_verdict remu_comp_execute(struct remu_qp *qp,
+						struct remu_comp_resp *rs)
+{
+	if (rs->info->flags & REMU_OP_ATOMIC)
+		return remu_comp_atomic_ack(qp, rs);
+	if (remu_is_empty_rd(rs->w->opcode))
+		return remu_comp_empty_rd(qp, rs);
+	return remu_comp_read_resp(qp, rs);
+}
+
+/*
+ * Carry out the verdict @v that ended @rs's way, and free the packet.
+ * After a READ response or atomic ACK (placed or not): a response of a
+ * later READ or atomic shows the oldest one's are missing; READs and
+ * atomics finished complete in ring order, with the WQEs after them an
+ * ACK covered; the timer restarts.
+ */
+static void remu_comp_act(struct remu_qp *qp, struct remu_comp_resp *rs,
+			  enum remu_comp_verdict v)
+{
+	if (v == REMU_COMP_PLACED || v == REMU_COMP_SEEN) {
+		if (rs->idx != qp->sq.ring.cons)
+			remu_comp_later(qp);
+		remu_comp_upto(qp, qp->eng.una, false);
+		remu_comp_arm(qp);
+	}
+	if (v == REMU_COMP_FAIL)
+		remu_comp_fail(qp, rs->status);
+	/* consume_skb: the drop tracepoint sees drops only */
+	if (v == REMU_COMP_DONE || v == REMU_COMP_PLACED)
+		consume_skb(rs->skb);
+	else
+		kfree_skb(rs->skb);
+}
+
+/**
+ * remu_comp_pkt - the completer: take one response (RC)
+ * @qp: the QP it is for
+ * @skb: the packet (skb->data at the BTH, remu_cb() filled); consumed
+ *
+ * The checks, then the step of its kind: NAK, ACK, or READ response and
+ * atomic ACK (found, then by class); the first verdict other than
+ * REMU_COMP_NEXT ends the way, and remu_comp_act() carries it out.
+ *
+ * Context: the engines' owner (remu_eng_run()); may sleep.
+ */
+void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb)
+{
+	struct remu_comp_resp rs = {
+		.skb = skb,
+		.info = &remu_opcode[remu_cb(skb)->opcode],
+		.psn = remu_cb(skb)->psn,
+	};
+	enum remu_comp_verdict v;
+
+	v = remu_comp_chk(qp, &rs) ?:
+	    remu_comp_nak(qp, &rs) ?:
+	    remu_comp_ack(qp, &rs) ?:
+	    remu_comp_chk_rd(qp, &rs) ?:
+	    remu_comp_execute(qp, &rs);
+	remu_comp_act(qp, &rs, v);
 }
 
 void remu_comp_timeout(struct remu_qp *qp)

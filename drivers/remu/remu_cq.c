@@ -2,30 +2,25 @@
 /*
  * remu_cq.c - completion queues.
  *
- * Owns: struct remu_cq, its CQE ring (kernel produces; a user CQ's ring
+ * Owns: struct remu_cq, its CQE ring (kernel produces; a process's ring
  * is consumed by the provider's poll_cq with no system call, a kernel
- * CQ's by remu_poll_cq()), arming for completion events, overflow, and
- * remu_cq_post(), through which every completion enters a CQ.
- *
- * Inline receive: a process's CQ created with REMU_CREATE_CQ_INLINE_RECV
- * (libremu asks unless REMU_SCATTER_TO_CQE=0) has slots of struct
- * remu_cqe_ext for its whole life (resize keeps them), into which the
- * responder may put small receives (remu_cq_post_ext()).
- *
- * Completion timestamps: a process's CQ created with
- * REMU_CREATE_CQ_TIMESTAMP (libremu asks when ibv_create_cq_ex() wants a
- * timestamp) has a struct remu_cqe_ts at the end of every slot, which
- * remu_cq_post_slot() fills with the device clock and the wall clock as
- * it writes the CQE, under cq->lock, so a CQ's stamps follow ring order.
- * Other CQs read no clock.
+ * CQ's by remu_poll_cq()), arming for completion events, overflow,
+ * resize, and remu_cq_post(), through which every completion enters a
+ * CQ.  The slot format is a process's choice at creation, kept by
+ * resize (remu-abi.h): struct remu_cqe, or struct remu_cqe_ext with
+ * REMU_CREATE_CQ_INLINE_RECV (the responder may put small receives in
+ * it, remu_cq_post_ext()), and with REMU_CREATE_CQ_TIMESTAMP a struct
+ * remu_cqe_ts after either, which remu_cq_post_slot() fills with the
+ * device and wall clocks as it writes the CQE; other CQs read no clock.
  *
  * Locking: cq->lock (spinlock, irqsave: kernel ULPs may poll and arm from
  * any context) protects the producer side of the ring, the arming state
- * and the overflow flag; for kernel CQs it also serialises poll_cq.  It
- * nests inside the QP's work queue locks (flush posts CQEs while holding
- * a ring's cons_lock).  The completion and event handlers are called
- * without cq->lock, possibly under a work queue's cons_lock, as a
- * hardware interrupt handler would call them: they must not sleep.
+ * and the overflow flag, so a CQ's stamps follow ring order; for kernel
+ * CQs it also serialises poll_cq.  It nests inside the QP's work queue
+ * locks (flush posts CQEs while holding a ring's cons_lock).  The
+ * completion and event handlers are called without cq->lock, possibly
+ * under a work queue's cons_lock, as a hardware interrupt handler would
+ * call them: they must not sleep.
  */
 #include <linux/log2.h>
 #include <linux/timekeeping.h>

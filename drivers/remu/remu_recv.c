@@ -2,32 +2,24 @@
 /*
  * remu_recv.c - where received packets meet the transport engines.
  *
- * The wire layer (remu_net.c) calls remu_rcv() once per packet that
- * passed its checks: ICRC good, BTH version 0, an RC/UC/UD opcode, every
- * header the opcode carries present and linear, payload/pad/length
- * consistent, P_Key matching.
+ * Owns only the hand-off: the wire layer (remu_net.c) calls remu_rcv()
+ * once per packet that passed its checks (ICRC, BTH version, opcode,
+ * headers, lengths, P_Key); remu_rcv() finds the QP by the BTH
+ * destination QPN (a packet to the multicast QPN goes to
+ * remu_mcast_rcv(), which hands each attached QP a copy through
+ * remu_rcv_qp()), drops the packet, counted, when there is no such QP,
+ * or it is of another transport, or the QP is not in a state that
+ * receives (rcvd_no_qp), or its packet list is full (rcvd_rxq_full;
+ * module parameter rxq_len, at most REMU_RXQ_MAX), or an RC or UC packet
+ * does not come from the QP's peer to the QP's own address
+ * (rcvd_bad_path: a host that learns a QPN and an rkey cannot write into
+ * the QP's memory), and otherwise queues it on qp->eng.rxq and kicks the
+ * engines (remu_eng_kick()), where the completer and responder take it.
  *
- * Owns only the hand-off: find the QP by the BTH destination QPN
- * (remu_qp_get()), drop the packet (counted in rcvd_no_qp) if there is
- * none, it is of another transport, or it is not in a state that
- * receives, or (rcvd_rxq_full) if its packet list is full (module
- * parameter rxq_len, at most REMU_RXQ_MAX); drop an RC
- * or UC packet that does not come from the QP's peer to the QP's own
- * address (its IP source and destination must be the path's destination
- * and source GIDs, as on rxe; counted in rcvd_bad_path), so that a host
- * that learns a QPN and an rkey cannot write into the QP's memory or send
- * into it; otherwise queue the skb on the QP's bounded list
- * (qp->eng.rxq) and kick the QP's work item (remu_eng_kick(): queued, or
- * if the engines are running, in the work item or a doorbell's caller,
- * their owner is told to go round again), where the completer and
- * responder process it (remu_req.c, remu_resp.c, remu_comp.c).  A packet to the multicast QPN (0xffffff)
- * goes to remu_mcast_rcv() (remu_mcast.c), which hands a copy to each
- * attached QP through remu_rcv_qp().
- *
- * Context of remu_rcv(): softirq, under rcu_read_lock, with a reference
- * on the device held for the call; it must not sleep and owns the skb.
- * The QP reference taken here is dropped before returning: destroy_qp
- * waits for it, then cancels the work and purges the list.
+ * Locking: softirq (or the sender with BH off: loopback), under
+ * rcu_read_lock, with a reference on the device held; nothing here
+ * sleeps.  The QP reference taken here is dropped before returning:
+ * destroy_qp waits for it, then cancels the work and purges the list.
  */
 #include <linux/ip.h>
 #include <linux/moduleparam.h>
@@ -92,6 +84,7 @@ void remu_rcv_qp(struct remu_qp *qp, struct sk_buff *skb,
 	struct remu_skb_cb *cb;
 	enum ib_qp_state s;
 
+	RCU_LOCKDEP_WARN(!rcu_read_lock_held(), "packet handed over outside rcu_read_lock");
 	/* pairs with modify_qp's release: the path is set before RTR */
 	s = smp_load_acquire(&qp->state);
 	if (!remu_rcv_type_ok(qp, pkt->info->transport) ||
@@ -123,11 +116,21 @@ void remu_rcv_qp(struct remu_qp *qp, struct sk_buff *skb,
 	remu_eng_kick(qp);
 }
 
+/**
+ * remu_rcv - hand a packet that passed the wire layer's checks to its QP
+ * @rdev: the device it arrived on, referenced by the caller for the call
+ * @skb: the packet; consumed
+ * @pkt: its parsed view
+ *
+ * Context: softirq, or the sender with BH off (loopback); under
+ * rcu_read_lock.
+ */
 void remu_rcv(struct remu_dev *rdev, struct sk_buff *skb,
 	      struct remu_pkt *pkt)
 {
 	struct remu_qp *qp;
 
+	RCU_LOCKDEP_WARN(!rcu_read_lock_held(), "packet received outside rcu_read_lock");
 	if (pkt->qpn == IB_MULTICAST_QPN) {
 		remu_mcast_rcv(rdev, skb, pkt);
 		return;

@@ -7,40 +7,20 @@
  * Owns: the receive side of a QP: the expected PSN and MSN (RC), the
  * receive WQE being filled (copied out of the RQ or SRQ ring once, then
  * only the copy is used), the RDMA WRITE in progress, and the responder
- * resources: the last max_dest_rd_atomic READs and atomics executed
- * (struct remu_rd_res).  RC checks the PSN: a duplicate is re-ACKed (a
- * duplicate READ is executed again, from the PSN, address and length it
- * carries, only as a repeat of a saved READ and for no more than its
- * rest; a duplicate atomic is answered with the result saved when it
- * ran, never executed twice; any other duplicate READ or atomic is
- * dropped, counted in rcvd_stale_dup), a packet from the future gets one
- * PSN sequence error NAK.  A READ longer than max_msg_sz is NAKed as an
- * invalid request.  IBA 1.5's FLUSH and ATOMIC_WRITE take a responder
- * resource like READs and atomics and are answered by an empty READ
- * response ONLY (as rxe does); a duplicate is answered again, not
- * executed again.  ACKs are coalesced: a SEND or
- * WRITE packet, new or duplicate, is ACKed only when it carries AckReq
- * (the requester sets it on the last packet of a message and every
- * REMU_ACK_EVERY PSNs, also when it resends, and on the first packet of
- * each go-back), so a go-back-N resend of a
- * window the responder already has costs a few ACKs, not one per packet;
- * the others count as ack_deferred.  UC resynchronises on
- * the next first/only packet and silently drops a WRITE it refuses (bad
- * rkey, bounds, length); UD checks the Q_Key and writes the 40-byte
- * GRH area (IPv4: the IPv4 header in its last 20 bytes) before the data.
+ * resources: the last max_dest_rd_atomic READs, atomics, FLUSHes and
+ * ATOMIC_WRITEs executed (struct remu_rd_res), the only requests a
+ * duplicate may repeat.
  *
- * Async events: IB_EVENT_COMM_EST for the first packet a QP in RTR takes;
- * QP_ACCESS_ERR / QP_REQ_ERR / QP_FATAL for a fatal error that no receive
- * completion reports (remu_resp_fatal()).
+ * remu_resp_pkt() takes a packet through named checks, then the execute
+ * step of its class, then one tail; each step returns a verdict (enum
+ * remu_resp_verdict: go on, done, drop, or the IBA error class) and
+ * remu_resp_act() carries out the one that ended the packet's way.
+ * docs/architecture.md has the table of checks and verdicts, the
+ * duplicate, ACK coalescing and UC rules.
  *
- * Inline receive (remu_resp_inline()): a small single-packet message for
- * a CQ that asked for it is not scattered but put in the CQE with the
- * checked process addresses of its receive buffers; libremu copies it at
- * poll time (uapi remu-abi.h, docs/architecture.md).
- *
- * Runs only in the engines' owner (remu_eng_run()).  RQ slots are
- * consumed under qp->rq.cons_lock when the completion is written (so a
- * flush and the responder never both complete one); SRQ slots are
+ * Locking: runs only in the engines' owner (remu_eng_run()).  RQ slots
+ * are consumed under qp->rq.cons_lock when the completion is written (so
+ * a flush and the responder never both complete one); SRQ slots are
  * consumed when taken.  MR copies happen with no lock held.
  */
 #include <linux/ip.h>
@@ -52,6 +32,54 @@
 #include "remu_trace.h"
 
 #define REMU_GRH_LEN	40
+
+/* the requests that take a responder resource, and every request */
+#define REMU_RESP_RD_OPS	(REMU_OP_READ | REMU_OP_ATOMIC | \
+				 REMU_OP_FLUSH | REMU_OP_ATOMIC_WRITE)
+#define REMU_RESP_OPS		(REMU_OP_SEND | REMU_OP_WRITE | REMU_RESP_RD_OPS)
+
+/*
+ * What a step of remu_resp_pkt() decided about a request packet, in the
+ * IBA's responder error classes (B: recoverable, the requester retries;
+ * C: a fatal request error, NAKed, QP to ERR; A: the responder's own
+ * fatal error; D: UC/UD, dropped silently).  REMU_RESP_NEXT (0) lets the
+ * next step run; any other verdict ends the packet's way.
+ */
+enum remu_resp_verdict {
+	REMU_RESP_NEXT,		/* passed: on to the next step */
+	REMU_RESP_DONE,		/* executed and answered */
+	REMU_RESP_DROP,		/* dropped; counted, or completed, already */
+	REMU_RESP_UC_LOST,	/* UC, D: lost to its message; go on after it */
+	REMU_RESP_DUPLICATE,	/* RC: before the expected PSN: answer again */
+	REMU_RESP_PSN_SEQ,	/* RC, B: beyond the expected PSN: one NAK */
+	REMU_RESP_RNR,		/* no receive WQE: RNR NAK (RC, B); else D */
+	REMU_RESP_INV_REQ,	/* C: invalid request */
+	REMU_RESP_ACC_ERR,	/* C: remote access error */
+	REMU_RESP_OP_ERR,	/* A: remote operational error */
+};
+
+/**
+ * struct remu_resp_req - a request packet on its way through the steps
+ * @skb:	the packet (skb->data at the BTH)
+ * @info:	its opcode's entry
+ * @psn:	its PSN
+ * @npkts:	PSNs it takes: a READ's response count, else 1
+ * @nak_psn:	the PSN a NAK names: @psn, or that of the first READ
+ *		response not sent (remu_resp_read())
+ * @cqe_reports: the receive completion reported the error (a SEND's): no
+ *		affiliated asynchronous event
+ * @res:	a READ, atomic, FLUSH or ATOMIC_WRITE: its responder resource
+ *		(@res.orig: an atomic's original value)
+ */
+struct remu_resp_req {
+	struct sk_buff *skb;
+	const struct remu_opcode_info *info;
+	u32 psn;
+	u32 npkts;
+	u32 nak_psn;
+	bool cqe_reports;
+	struct remu_rd_res res;
+};
 
 /*
  * Send a response with no payload and PSN @psn, AETH @syn: @opcode
@@ -86,30 +114,43 @@ static void remu_resp_ack(struct remu_qp *qp, u32 psn, u8 syn, u8 opcode,
 #define REMU_ACK_OK		(REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID)
 
 /*
- * A fatal request error: move the QP to ERR, then NAK the request (RC), so
- * that by the time the requester sees the NAK this QP is in ERR already
- * (a consumer that resets both QPs on the error finds them settled).
- * With @event (an error no receive completion reports: a WRITE, READ or
- * atomic refused, a broken opcode sequence) the consumer also gets the
- * affiliated asynchronous error a real NIC raises for it: QP_ACCESS_ERR
- * for an access violation, QP_REQ_ERR for an invalid request, QP_FATAL
- * for anything else.
+ * The fatal verdicts: the NAK syndrome, the counter, and the affiliated
+ * asynchronous error a real NIC raises when no receive completion
+ * reports the error.
  */
-static void remu_resp_fatal(struct remu_qp *qp, u32 psn, u8 syn, bool event)
+static const struct {
+	u8 syn;
+	enum remu_counter cnt;
+	enum ib_event_type event;
+} remu_resp_fatal_class[] = {
+	[REMU_RESP_INV_REQ] = { REMU_AETH_NAK_INVALID_REQ,
+				REMU_CNT_RESP_INVALID_REQ,
+				IB_EVENT_QP_REQ_ERR },
+	[REMU_RESP_ACC_ERR] = { REMU_AETH_NAK_REM_ACC_ERR,
+				REMU_CNT_RESP_REMOTE_ACCESS_ERR,
+				IB_EVENT_QP_ACCESS_ERR },
+	[REMU_RESP_OP_ERR] = { REMU_AETH_NAK_REM_OP_ERR,
+			       REMU_CNT_RESP_REMOTE_OP_ERR,
+			       IB_EVENT_QP_FATAL },
+};
+
+/*
+ * A fatal request error @v: move the QP to ERR, then NAK the request at
+ * @rq->nak_psn (RC), so that by the time the requester sees the NAK this
+ * QP is in ERR already (a consumer that resets both QPs on the error
+ * finds them settled); then, unless a receive completion reported it,
+ * raise the asynchronous error (QP_ACCESS_ERR, QP_REQ_ERR, QP_FATAL).
+ */
+static void remu_resp_fatal(struct remu_qp *qp, struct remu_resp_req *rq,
+			    enum remu_resp_verdict v)
 {
-	remu_count(qp->rdev, syn == REMU_AETH_NAK_REM_ACC_ERR ?
-		   REMU_CNT_RESP_REMOTE_ACCESS_ERR :
-		   syn == REMU_AETH_NAK_INVALID_REQ ?
-		   REMU_CNT_RESP_INVALID_REQ : REMU_CNT_RESP_REMOTE_OP_ERR);
+	remu_count(qp->rdev, remu_resp_fatal_class[v].cnt);
 	remu_qp_error(qp);
 	if (qp->ib_qp.qp_type == IB_QPT_RC)
-		remu_resp_ack(qp, psn, syn, REMU_ACK, 0);
-	if (!event)
-		return;
-	remu_qp_event(qp, syn == REMU_AETH_NAK_REM_ACC_ERR ?
-			  IB_EVENT_QP_ACCESS_ERR :
-			  syn == REMU_AETH_NAK_INVALID_REQ ?
-			  IB_EVENT_QP_REQ_ERR : IB_EVENT_QP_FATAL);
+		remu_resp_ack(qp, rq->nak_psn, remu_resp_fatal_class[v].syn,
+			      REMU_ACK, 0);
+	if (!rq->cqe_reports)
+		remu_qp_event(qp, remu_resp_fatal_class[v].event);
 }
 
 /*
@@ -299,87 +340,122 @@ static bool remu_resp_inline(struct remu_qp *qp, struct sk_buff *skb,
 	return true;
 }
 
+/* the receive WQE's SGE list: what a SEND scatters into */
+static struct remu_sgl remu_resp_rsgl(struct remu_qp *qp)
+{
+	return (struct remu_sgl){
+		.rdev = qp->rdev,
+		.pd = to_remu_pd(qp->ib_qp.pd),
+		.sges = qp->eng.rsge,
+		.num = qp->eng.rwqe.num_sge,
+		.access = IB_ACCESS_LOCAL_WRITE,
+	};
+}
+
 static int remu_resp_scatter(struct remu_qp *qp, const void *buf, u32 len)
 {
 	struct remu_qp_eng *e = &qp->eng;
+	struct remu_sgl sgl = remu_resp_rsgl(qp);
 	int err;
 
 	if (!len)
 		return 0;
-	err = remu_sge_copy(&(struct remu_sgl){
-			.rdev = qp->rdev, .pd = to_remu_pd(qp->ib_qp.pd),
-			.sges = e->rsge, .num = e->rwqe.num_sge,
-			.access = IB_ACCESS_LOCAL_WRITE,
-		}, e->roff, (void *)buf, len, REMU_TO_MR);
+	err = remu_sge_copy(&sgl, e->roff, (void *)buf, len, REMU_TO_MR);
 	if (!err)
 		e->roff += len;
 	return err;
 }
 
-/* the payload of a SEND (or the receive side of WRITE_WITH_IMM) */
-static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
+/*
+ * UD: fill the 40-byte GRH area that goes before the data (an IPv4
+ * header in its last 20 bytes); return its length, 0 for RC and UC
+ */
+static u32 remu_resp_grh(struct remu_qp *qp, struct sk_buff *skb, u8 *grh)
+{
+	if (remu_qp_type(qp) != IB_QPT_UD)
+		return 0;
+	memset(grh, 0, REMU_GRH_LEN);
+	if (ip_hdr(skb)->version == 4)
+		memcpy(grh + 20, ip_hdr(skb), sizeof(struct iphdr));
+	else
+		memcpy(grh, ipv6_hdr(skb), sizeof(struct ipv6hdr));
+	return REMU_GRH_LEN;
+}
+
+/*
+ * Place a SEND packet's payload (after a UD GRH area) into the receive
+ * WQE: into the CQE (*@extp set) when remu_resp_inline() takes it, else
+ * scattered.  Return 0 or the copy's error.
+ */
+static int remu_resp_place(struct remu_qp *qp, struct sk_buff *skb,
+			   struct remu_cqe_ext **extp)
 {
 	struct remu_skb_cb *cb = remu_cb(skb);
-	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
+	struct remu_qp_eng *e = &qp->eng;
+	u8 grh[REMU_GRH_LEN];
+	u32 glen = remu_resp_grh(qp, skb, grh);
+	int err;
+
+	if ((remu_opcode[cb->opcode].flags & REMU_OP_ONLY) &&
+	    qp->rcq->inline_recv) {
+		memset(&e->rext, 0, sizeof(e->rext));
+		if (remu_resp_inline(qp, skb, grh, glen, &e->rext)) {
+			e->roff = glen + cb->paylen;
+			*extp = &e->rext;
+			return 0;
+		}
+	}
+	err = remu_resp_scatter(qp, grh, glen);
+	if (err)
+		return err;
+	if (cb->paylen) {
+		struct remu_sgl sgl = remu_resp_rsgl(qp);
+
+		err = remu_sge_copy_skb(&sgl, e->roff, skb, cb->hdr_len,
+					cb->paylen, REMU_TO_MR);
+	}
+	if (err)
+		return err;
+	e->roff += cb->paylen;
+	return 0;
+}
+
+/*
+ * The payload of a SEND (or the receive side of WRITE_WITH_IMM), and at
+ * the message's end its receive completion (and the invalidation a SEND
+ * WITH_INVALIDATE asks for).  Return 0, or an error the receive
+ * completion reported (-EAGAIN: no receive WQE, nothing reported).
+ */
+static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
+{
+	const struct remu_opcode_info *info = &remu_opcode[remu_cb(skb)->opcode];
 	struct remu_qp_eng *e = &qp->eng;
 	struct remu_cqe_ext *ext = NULL;
-	u8 grh[REMU_GRH_LEN];
-	u32 glen = 0;
+	void *ieth;
 	int err;
 
 	if (!remu_resp_get_rwqe(qp))
 		return -EAGAIN;
-	if (remu_qp_type(qp) == IB_QPT_UD) {
-		memset(grh, 0, sizeof(grh));
-		if (ip_hdr(skb)->version == 4)
-			memcpy(grh + 20, ip_hdr(skb), sizeof(struct iphdr));
-		else
-			memcpy(grh, ipv6_hdr(skb), sizeof(struct ipv6hdr));
-		glen = sizeof(grh);
+	err = remu_resp_place(qp, skb, &ext);
+	if (err) {
+		remu_resp_complete(qp, skb, err == -EMSGSIZE ?
+				   IB_WC_LOC_LEN_ERR : IB_WC_LOC_PROT_ERR,
+				   IB_WC_RECV, e->roff);
+		return err;
 	}
-	if ((info->flags & REMU_OP_ONLY) && qp->rcq->inline_recv) {
-		ext = &e->rext;
-		memset(ext, 0, sizeof(*ext));
-		if (remu_resp_inline(qp, skb, grh, glen, ext))
-			e->roff = glen + cb->paylen;
-		else
-			ext = NULL;
+	if (!(info->flags & (REMU_OP_LAST | REMU_OP_ONLY)))
+		return 0;
+	ieth = remu_pkt_hdr_of(skb, info, REMU_HDR_IETH);
+	if (ieth && remu_key_invalidate(qp->rdev, to_remu_pd(qp->ib_qp.pd),
+					qp->ib_qp.qp_num,
+					remu_ieth_rkey(ieth))) {
+		remu_resp_complete(qp, skb, IB_WC_REM_INV_REQ_ERR,
+				   IB_WC_RECV, e->roff);
+		return -EINVAL;
 	}
-	if (!ext) {
-		err = remu_resp_scatter(qp, grh, glen);
-		if (err)
-			goto err;
-		if (cb->paylen)
-			err = remu_sge_copy_skb(&(struct remu_sgl){
-					.rdev = qp->rdev,
-					.pd = to_remu_pd(qp->ib_qp.pd),
-					.sges = e->rsge, .num = e->rwqe.num_sge,
-					.access = IB_ACCESS_LOCAL_WRITE,
-				}, e->roff, skb, cb->hdr_len, cb->paylen,
-				REMU_TO_MR);
-		if (err)
-			goto err;
-		e->roff += cb->paylen;
-	}
-	if (info->flags & (REMU_OP_LAST | REMU_OP_ONLY)) {
-		void *ieth = remu_pkt_hdr_of(skb, info, REMU_HDR_IETH);
-
-		if (ieth && remu_key_invalidate(qp->rdev,
-						to_remu_pd(qp->ib_qp.pd),
-						qp->ib_qp.qp_num,
-						remu_ieth_rkey(ieth))) {
-			remu_resp_complete(qp, skb, IB_WC_REM_INV_REQ_ERR,
-					   IB_WC_RECV, e->roff);
-			return -EINVAL;
-		}
-		remu_resp_complete_ext(qp, skb, IB_WC_SUCCESS, IB_WC_RECV,
-				       e->roff, ext);
-	}
+	remu_resp_complete_ext(qp, skb, IB_WC_SUCCESS, IB_WC_RECV, e->roff,
+			       ext);
 	return 0;
-err:
-	remu_resp_complete(qp, skb, err == -EMSGSIZE ? IB_WC_LOC_LEN_ERR :
-				    IB_WC_LOC_PROT_ERR, IB_WC_RECV, e->roff);
-	return err;
 }
 
 static bool remu_qp_allows(struct remu_qp *qp, unsigned int access)
@@ -509,34 +585,35 @@ static int remu_resp_read_pkt(struct remu_qp *qp, const struct remu_av *av,
 /*
  * Execute a READ of @len bytes at @va (@rkey) whose first response has
  * PSN @psn: send the response packets, their payload by reference when
- * the MR allows it (remu_mr_frag_skb()), else copied.  Return 0, or the
- * NAK syndrome with *@nak_psn the PSN to NAK: @psn, or, when memory fails
- * midway (an ODP page gone), that of the first response not sent, so the
- * requester, which has taken the ones before it, does not see the NAK as
- * stale.
+ * the MR allows it (remu_mr_frag_skb()), else copied.  Return
+ * REMU_RESP_NEXT, or the error's verdict with *@nak_psn the PSN to NAK:
+ * @psn, or, when memory fails midway (an ODP page gone), that of the
+ * first response not sent, so the requester, which has taken the ones
+ * before it, does not see the NAK as stale.
  */
-static u8 remu_resp_read(struct remu_qp *qp, u32 psn, u64 va, u32 rkey,
-			 u32 len, u32 *nak_psn)
+static enum remu_resp_verdict remu_resp_read(struct remu_qp *qp, u32 psn,
+					     u64 va, u32 rkey, u32 len,
+					     u32 *nak_psn)
 {
 	u32 mtu = qp->eng.mtu, n, i, off = 0;
 	struct remu_rkey rk = {};
 	struct remu_av av;
 	/* a kernel QP's MRs are kernel memory: never by reference */
 	bool copy = !qp->is_user;
-	u8 syn = 0;
+	enum remu_resp_verdict v = REMU_RESP_NEXT;
 	int err;
 
 	*nak_psn = psn;
 	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_READ))
-		return REMU_AETH_NAK_REM_ACC_ERR;
+		return REMU_RESP_ACC_ERR;
 	/* one descriptor for the whole READ: it keeps the memory registered */
 	if (len && remu_resp_rkey(qp, rkey, va, len, IB_ACCESS_REMOTE_READ,
 				  &rk))
-		return REMU_AETH_NAK_REM_ACC_ERR;
+		return REMU_RESP_ACC_ERR;
 	if (remu_req_av(qp, &av)) {
 		if (rk.mr)
 			remu_rkey_put(&rk);
-		return REMU_AETH_NAK_REM_OP_ERR;
+		return REMU_RESP_OP_ERR;
 	}
 	n = max_t(u32, 1, DIV_ROUND_UP(len, mtu));
 	for (i = 0; i < n; i++) {
@@ -560,7 +637,7 @@ static u8 remu_resp_read(struct remu_qp *qp, u32 psn, u64 va, u32 rkey,
 			 * page that is not mapped): the requester sees a
 			 * remote access error.
 			 */
-			syn = REMU_AETH_NAK_REM_ACC_ERR;
+			v = REMU_RESP_ACC_ERR;
 			*nak_psn = (psn + i) & REMU_PSN_MASK;
 			break;
 		}
@@ -570,11 +647,12 @@ static u8 remu_resp_read(struct remu_qp *qp, u32 psn, u64 va, u32 rkey,
 	}
 	if (rk.mr)
 		remu_rkey_put(&rk);
-	return syn;
+	return v;
 }
 
-/* execute an atomic: 0 and *orig, or a NAK syndrome */
-static u8 remu_resp_atomic(struct remu_qp *qp, struct sk_buff *skb, u64 *orig)
+/* execute an atomic: REMU_RESP_NEXT and *@orig, or the error's verdict */
+static enum remu_resp_verdict remu_resp_atomic(struct remu_qp *qp,
+					       struct sk_buff *skb, u64 *orig)
 {
 	const struct remu_opcode_info *info = &remu_opcode[remu_cb(skb)->opcode];
 	struct remu_atmeth *a = remu_pkt_hdr_of(skb, info, REMU_HDR_ATMETH);
@@ -583,12 +661,12 @@ static u8 remu_resp_atomic(struct remu_qp *qp, struct sk_buff *skb, u64 *orig)
 	int err;
 
 	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_ATOMIC))
-		return REMU_AETH_NAK_REM_ACC_ERR;
+		return REMU_RESP_ACC_ERR;
 	if (va & 7)
-		return REMU_AETH_NAK_INVALID_REQ;
+		return REMU_RESP_INV_REQ;
 	if (remu_resp_rkey(qp, remu_atmeth_rkey(a), va, 8,
 			   IB_ACCESS_REMOTE_ATOMIC, &rk))
-		return REMU_AETH_NAK_REM_ACC_ERR;
+		return REMU_RESP_ACC_ERR;
 	if (remu_cb(skb)->opcode == IB_OPCODE_RC_COMPARE_SWAP)
 		err = remu_mr_atomic(rk.mr, va, REMU_ATOMIC_CMP_SWP,
 				     remu_atmeth_compare(a),
@@ -598,16 +676,17 @@ static u8 remu_resp_atomic(struct remu_qp *qp, struct sk_buff *skb, u64 *orig)
 				     remu_atmeth_swap_add(a), 0, orig);
 	remu_rkey_put(&rk);
 	if (err == -EINVAL)
-		return REMU_AETH_NAK_INVALID_REQ;
-	return err ? REMU_AETH_NAK_REM_ACC_ERR : 0;
+		return REMU_RESP_INV_REQ;
+	return err ? REMU_RESP_ACC_ERR : REMU_RESP_NEXT;
 }
 
 /*
  * Execute an ATOMIC_WRITE (IBA 1.5): its 8 payload bytes stored at once
- * at an 8-byte aligned address, under the REMOTE_WRITE right.  Return 0
- * or a NAK syndrome.
+ * at an 8-byte aligned address, under the REMOTE_WRITE right.  Return
+ * REMU_RESP_NEXT or the error's verdict.
  */
-static u8 remu_resp_atomic_write(struct remu_qp *qp, struct sk_buff *skb)
+static enum remu_resp_verdict remu_resp_atomic_write(struct remu_qp *qp,
+						     struct sk_buff *skb)
 {
 	struct remu_skb_cb *cb = remu_cb(skb);
 	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
@@ -617,33 +696,34 @@ static u8 remu_resp_atomic_write(struct remu_qp *qp, struct sk_buff *skb)
 	int err;
 
 	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_WRITE))
-		return REMU_AETH_NAK_REM_ACC_ERR;
+		return REMU_RESP_ACC_ERR;
 	/* exactly 8 bytes, aligned (IBA oA19-28) */
 	if (remu_reth_len(reth) != sizeof(val) || cb->paylen != sizeof(val) ||
 	    (va & 7))
-		return REMU_AETH_NAK_INVALID_REQ;
+		return REMU_RESP_INV_REQ;
 	if (remu_resp_rkey(qp, remu_reth_rkey(reth), va, sizeof(val),
 			   IB_ACCESS_REMOTE_WRITE, &rk))
-		return REMU_AETH_NAK_REM_ACC_ERR;
+		return REMU_RESP_ACC_ERR;
 	if (skb_copy_bits(skb, cb->hdr_len, &val, sizeof(val))) {
 		remu_rkey_put(&rk);
-		return REMU_AETH_NAK_INVALID_REQ;
+		return REMU_RESP_INV_REQ;
 	}
 	err = remu_mr_atomic(rk.mr, va, REMU_ATOMIC_WRITE, val, 0, &orig);
 	remu_rkey_put(&rk);
 	if (err == -EINVAL)
-		return REMU_AETH_NAK_INVALID_REQ;
-	return err ? REMU_AETH_NAK_REM_ACC_ERR : 0;
+		return REMU_RESP_INV_REQ;
+	return err ? REMU_RESP_ACC_ERR : REMU_RESP_NEXT;
 }
 
 /*
  * Execute a FLUSH (IBA 1.5): make what was placed in a range (or the
  * whole MR or window, IB_FLUSH_MR) globally visible, and for
  * IB_FLUSH_PERSISTENT persistent; the QP and the key must grant the
- * FLUSH right of each placement type asked for.  Return 0 or a NAK
- * syndrome.
+ * FLUSH right of each placement type asked for.  Return REMU_RESP_NEXT
+ * or the error's verdict.
  */
-static u8 remu_resp_flush(struct remu_qp *qp, struct sk_buff *skb)
+static enum remu_resp_verdict remu_resp_flush(struct remu_qp *qp,
+					      struct sk_buff *skb)
 {
 	const struct remu_opcode_info *info = &remu_opcode[remu_cb(skb)->opcode];
 	struct remu_feth *feth = remu_pkt_hdr_of(skb, info, REMU_HDR_FETH);
@@ -656,27 +736,27 @@ static u8 remu_resp_flush(struct remu_qp *qp, struct sk_buff *skb)
 
 	if (!plt || (plt & ~(IB_FLUSH_GLOBAL | IB_FLUSH_PERSISTENT)) ||
 	    (sel != IB_FLUSH_RANGE && sel != IB_FLUSH_MR))
-		return REMU_AETH_NAK_INVALID_REQ;
+		return REMU_RESP_INV_REQ;
 	if (plt & IB_FLUSH_GLOBAL)
 		access |= IB_ACCESS_FLUSH_GLOBAL;
 	if (plt & IB_FLUSH_PERSISTENT)
 		access |= IB_ACCESS_FLUSH_PERSISTENT;
 	if ((qp->attr.qp_access_flags & access) != access)
-		return REMU_AETH_NAK_REM_ACC_ERR;
+		return REMU_RESP_ACC_ERR;
 	if (sel == IB_FLUSH_MR) {
 		/* the whole MR (or window): address and length unused */
 		if (remu_resp_rkey(qp, remu_reth_rkey(reth), 0, 0, access,
 				   &rk))
-			return REMU_AETH_NAK_REM_ACC_ERR;
+			return REMU_RESP_ACC_ERR;
 		va = rk.win ? rk.addr : rk.mr->iova;
 		len = rk.win ? rk.length : rk.mr->length;
 	} else if (remu_resp_rkey(qp, remu_reth_rkey(reth), va, len, access,
 				  &rk)) {
-		return REMU_AETH_NAK_REM_ACC_ERR;
+		return REMU_RESP_ACC_ERR;
 	}
 	err = remu_mr_flush(rk.mr, va, len, plt & IB_FLUSH_PERSISTENT);
 	remu_rkey_put(&rk);
-	return err ? REMU_AETH_NAK_REM_ACC_ERR : 0;
+	return err ? REMU_RESP_ACC_ERR : REMU_RESP_NEXT;
 }
 
 /*
@@ -771,223 +851,345 @@ static bool remu_resp_seq_ok(struct remu_qp *qp, u32 flags)
 	return !cont;
 }
 
-void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
+/* check: a QP in INIT takes nothing */
+static enum remu_resp_verdict remu_resp_chk_state(struct remu_qp *qp,
+						  struct remu_resp_req *rq)
 {
-	struct remu_skb_cb *cb = remu_cb(skb);
-	const struct remu_opcode_info *info = &remu_opcode[cb->opcode];
-	struct remu_bth *bth = (struct remu_bth *)skb->data;
-	struct remu_qp_eng *e = &qp->eng;
+	if (READ_ONCE(qp->state) != IB_QPS_INIT)
+		return REMU_RESP_NEXT;
+	remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
+	return REMU_RESP_DROP;
+}
+
+/* check, UD: the Q_Key; on the GSI QP, a MAD's size */
+static enum remu_resp_verdict remu_resp_chk_ud(struct remu_qp *qp,
+					       struct remu_resp_req *rq)
+{
+	struct remu_deth *deth;
+
+	if (remu_qp_type(qp) != IB_QPT_UD)
+		return REMU_RESP_NEXT;
+	deth = remu_pkt_hdr_of(rq->skb, rq->info, REMU_HDR_DETH);
+	if (!deth || remu_deth_qkey(deth) != qp->attr.qkey) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_QKEY);
+		return REMU_RESP_DROP;
+	}
+	/*
+	 * GSI: a MAD fits ib_mad's receive buffers; anything longer is
+	 * dropped before it takes (and errors) one of them.
+	 */
+	if (remu_qp_is_gsi(qp) && remu_cb(rq->skb)->paylen > IB_MGMT_MAD_SIZE) {
+		remu_count(qp->rdev, REMU_CNT_RCVD_MAD_TOO_LONG);
+		return REMU_RESP_DROP;
+	}
+	return REMU_RESP_NEXT;
+}
+
+/*
+ * check, RC and UC: the PSN.  RC takes the expected one only: before it a
+ * duplicate, beyond it a sequence error.  UC takes any: a lost packet
+ * ends the message in progress, and the next first or only packet
+ * starts a new one.  The first packet a QP in RTR takes establishes
+ * communication.
+ */
+static enum remu_resp_verdict remu_resp_chk_psn(struct remu_qp *qp,
+						struct remu_resp_req *rq)
+{
 	enum ib_qp_type type = remu_qp_type(qp);
-	bool rc = type == IB_QPT_RC, end;
-	u32 psn = cb->psn, nak_psn;
-	u64 orig = 0;
-	s32 d;
-	u8 syn;
-	int err;
+	struct remu_qp_eng *e = &qp->eng;
+	s32 d = remu_psn_diff(rq->psn, e->rpsn);
 
-	if (READ_ONCE(qp->state) == IB_QPS_INIT) {
-		remu_count(qp->rdev, REMU_CNT_RCVD_NO_QP);
-		goto drop;
-	}
-
-	if (type == IB_QPT_UD) {
-		struct remu_deth *deth = remu_pkt_hdr_of(skb, info,
-							 REMU_HDR_DETH);
-
-		if (!deth || remu_deth_qkey(deth) != qp->attr.qkey) {
-			remu_count(qp->rdev, REMU_CNT_RCVD_BAD_QKEY);
-			goto drop;
-		}
-		/*
-		 * GSI: a MAD fits ib_mad's receive buffers; anything longer
-		 * is dropped before it takes (and errors) one of them.
-		 */
-		if (remu_qp_is_gsi(qp) && cb->paylen > IB_MGMT_MAD_SIZE) {
-			remu_count(qp->rdev, REMU_CNT_RCVD_MAD_TOO_LONG);
-			goto drop;
-		}
-		if (!remu_resp_get_rwqe(qp)) {
-			remu_resp_no_recv(qp, psn);
-			goto drop;
-		}
-		if (!remu_resp_send(qp, skb))
-			goto done;
-		/* local error on UD: completed with an error, QP goes on */
-		goto drop;
-	}
-
-	d = remu_psn_diff(psn, e->rpsn);
-	if (rc && d < 0) {
-		remu_count(qp->rdev, REMU_CNT_DUP_REQ);
-		if (info->flags & (REMU_OP_READ | REMU_OP_ATOMIC |
-				   REMU_OP_FLUSH | REMU_OP_ATOMIC_WRITE))
-			remu_resp_dup_rd(qp, skb, psn);
-		else if (remu_bth_ack_req(bth))
-			remu_resp_ack(qp, (e->rpsn - 1) & REMU_PSN_MASK,
-				      REMU_ACK_OK, REMU_ACK, 0);
-		else
-			remu_count(qp->rdev, REMU_CNT_ACK_DEFERRED);
-		goto drop;
-	}
-	if (rc && d > 0) {
-		remu_count(qp->rdev, REMU_CNT_OUT_OF_SEQ_REQ);
-		if (!e->nak_sent) {
-			e->nak_sent = true;
-			remu_resp_ack(qp, e->rpsn, REMU_AETH_NAK_PSN_SEQ_ERR,
-				      REMU_ACK, 0);
-		}
-		goto drop;
-	}
-	if (!rc && d) {
-		/* UC: a lost packet ends the message in progress */
+	if (type == IB_QPT_UD)
+		return REMU_RESP_NEXT;
+	if (type == IB_QPT_RC && d < 0)
+		return REMU_RESP_DUPLICATE;
+	if (type == IB_QPT_RC && d > 0)
+		return REMU_RESP_PSN_SEQ;
+	if (d) {
 		e->in_send = false;
 		e->in_write = false;
 		e->roff = 0;
-		e->rpsn = psn;
-		if (!(info->flags & (REMU_OP_FIRST | REMU_OP_ONLY))) {
+		e->rpsn = rq->psn;
+		if (!(rq->info->flags & (REMU_OP_FIRST | REMU_OP_ONLY))) {
 			remu_count(qp->rdev, REMU_CNT_OUT_OF_SEQ_REQ);
-			goto next;
+			return REMU_RESP_UC_LOST;
 		}
 	}
 	e->nak_sent = false;
-	/* the first packet a QP in RTR takes: communication established */
 	if (unlikely(READ_ONCE(qp->state) == IB_QPS_RTR) && !e->comm_est) {
 		e->comm_est = true;
 		remu_qp_event(qp, IB_EVENT_COMM_EST);
 	}
-	if (!remu_resp_seq_ok(qp, info->flags)) {
-		if (rc) {
-			remu_resp_fatal(qp, psn, REMU_AETH_NAK_INVALID_REQ,
-					true);
-			goto drop;
-		}
-		e->in_send = false;
-		e->in_write = false;
-		remu_count(qp->rdev, REMU_CNT_RCVD_BAD_OP_SEQ);
-		goto next;
+	return REMU_RESP_NEXT;
+}
+
+/*
+ * check, RC and UC: the opcode continues the message in progress, or
+ * starts one.  RC: an invalid request; UC: the message is lost.
+ */
+static enum remu_resp_verdict remu_resp_chk_op_seq(struct remu_qp *qp,
+						   struct remu_resp_req *rq)
+{
+	if (remu_qp_type(qp) == IB_QPT_UD ||
+	    remu_resp_seq_ok(qp, rq->info->flags))
+		return REMU_RESP_NEXT;
+	if (remu_qp_type(qp) == IB_QPT_RC)
+		return REMU_RESP_INV_REQ;
+	qp->eng.in_send = false;
+	qp->eng.in_write = false;
+	remu_count(qp->rdev, REMU_CNT_RCVD_BAD_OP_SEQ);
+	return REMU_RESP_UC_LOST;
+}
+
+/* check: a request remu executes, and no READ longer than max_msg_sz */
+static enum remu_resp_verdict remu_resp_chk_op_valid(struct remu_qp *qp,
+						     struct remu_resp_req *rq)
+{
+	struct remu_reth *reth;
+
+	/* no other request exists; the opcode table says so */
+	if (!(rq->info->flags & REMU_RESP_OPS))
+		return REMU_RESP_INV_REQ;
+	if (!(rq->info->flags & REMU_OP_READ))
+		return REMU_RESP_NEXT;
+	reth = remu_pkt_hdr_of(rq->skb, rq->info, REMU_HDR_RETH);
+	return remu_reth_len(reth) > REMU_MAX_MSG_SZ ? REMU_RESP_INV_REQ :
+						       REMU_RESP_NEXT;
+}
+
+/*
+ * check: a receive WQE for the first packet of a SEND (every UD packet)
+ * and for a WRITE_WITH_IMM, taken now; the rest of a SEND goes on into
+ * the one its first packet took.
+ */
+static enum remu_resp_verdict remu_resp_chk_resource(struct remu_qp *qp,
+						     struct remu_resp_req *rq)
+{
+	u32 flags = rq->info->flags;
+	bool need = (flags & REMU_OP_SEND) ? flags & REMU_OP_FIRST :
+		    (flags & REMU_OP_WRITE) && (flags & REMU_OP_IMM);
+
+	if (need && !remu_resp_get_rwqe(qp))
+		return REMU_RESP_RNR;
+	return REMU_RESP_NEXT;
+}
+
+/* execute a SEND packet (UD: the whole message, done here) */
+static enum remu_resp_verdict remu_resp_exec_send(struct remu_qp *qp,
+						  struct remu_resp_req *rq)
+{
+	int err = remu_resp_send(qp, rq->skb);
+
+	/* UD: an error was completed as such, and the QP goes on */
+	if (remu_qp_type(qp) == IB_QPT_UD)
+		return err ? REMU_RESP_DROP : REMU_RESP_DONE;
+	if (err) {
+		/* NAKs on RC; every transport goes to ERR */
+		qp->eng.in_send = false;
+		rq->cqe_reports = true;
+		return err == -EMSGSIZE ? REMU_RESP_INV_REQ : REMU_RESP_OP_ERR;
 	}
-	end = info->flags & (REMU_OP_LAST | REMU_OP_ONLY);
+	qp->eng.in_send = !(rq->info->flags & (REMU_OP_LAST | REMU_OP_ONLY));
+	return REMU_RESP_NEXT;
+}
 
-	if (info->flags & REMU_OP_SEND) {
-		if ((info->flags & REMU_OP_FIRST) &&
-		    !remu_resp_get_rwqe(qp)) {
-			remu_resp_no_recv(qp, psn);
-			goto drop;
-		}
-		err = remu_resp_send(qp, skb);
-		if (err) {
-			e->in_send = false;
-			/* NAKs on RC; every transport goes to ERR */
-			remu_resp_fatal(qp, psn, err == -EMSGSIZE ?
-					REMU_AETH_NAK_INVALID_REQ :
-					REMU_AETH_NAK_REM_OP_ERR, false);
-			goto drop;
-		}
-		e->in_send = !end;
-	} else if (info->flags & REMU_OP_WRITE) {
-		if ((info->flags & REMU_OP_IMM) && !remu_resp_get_rwqe(qp)) {
-			remu_resp_no_recv(qp, psn);
-			goto drop;
-		}
-		err = remu_resp_write(qp, skb);
-		if (err) {
-			e->in_write = false;
-			/*
-			 * UC has no NAK: the rest of the message is dropped
-			 * (IBA class D), a receive it took stays for the
-			 * next one, and the QP goes on.
-			 */
-			if (!rc) {
-				remu_count(qp->rdev,
-					   REMU_CNT_RCVD_UC_BAD_WRITE);
-				goto next;
-			}
-			remu_resp_fatal(qp, psn, err == -EACCES ?
-					REMU_AETH_NAK_REM_ACC_ERR :
-					REMU_AETH_NAK_INVALID_REQ, true);
-			goto drop;
-		}
-		e->in_write = !end;
-		if (end && (info->flags & REMU_OP_IMM))
-			remu_resp_complete(qp, skb, IB_WC_SUCCESS,
-					   IB_WC_RECV_RDMA_WITH_IMM, e->wr_len);
-	} else if (info->flags & REMU_OP_READ) {
-		struct remu_reth *reth = remu_pkt_hdr_of(skb, info,
-							 REMU_HDR_RETH);
-		struct remu_rd_res r = {
-			.opcode = cb->opcode, .psn = psn,
-			.rkey = remu_reth_rkey(reth), .va = remu_reth_va(reth),
-			.len = remu_reth_len(reth),
-		};
+/* execute a WRITE packet; its end completes a WRITE_WITH_IMM's receive */
+static enum remu_resp_verdict remu_resp_exec_write(struct remu_qp *qp,
+						   struct remu_resp_req *rq)
+{
+	u32 flags = rq->info->flags;
+	bool end = flags & (REMU_OP_LAST | REMU_OP_ONLY);
+	int err = remu_resp_write(qp, rq->skb);
 
-		/* no message is longer than max_msg_sz */
-		if (r.len > REMU_MAX_MSG_SZ) {
-			remu_resp_fatal(qp, psn, REMU_AETH_NAK_INVALID_REQ,
-					true);
-			goto drop;
+	if (err) {
+		qp->eng.in_write = false;
+		/*
+		 * UC has no NAK: the rest of the message is dropped (IBA
+		 * class D), a receive it took stays for the next one, and
+		 * the QP goes on.
+		 */
+		if (remu_qp_type(qp) != IB_QPT_RC) {
+			remu_count(qp->rdev, REMU_CNT_RCVD_UC_BAD_WRITE);
+			return REMU_RESP_UC_LOST;
 		}
-		r.npkts = max_t(u32, 1, DIV_ROUND_UP(r.len, e->mtu));
-		syn = remu_resp_read(qp, psn, r.va, r.rkey, r.len, &nak_psn);
-		if (syn) {
-			remu_resp_fatal(qp, nak_psn, syn, true);
-			goto drop;
-		}
-		remu_resp_save_res(qp, &r);
-		e->msn++;
-		e->rpsn = (psn + r.npkts) & REMU_PSN_MASK;
-		goto done;
-	} else if (info->flags & REMU_OP_ATOMIC) {
-		struct remu_rd_res r = {
-			.opcode = cb->opcode, .psn = psn, .npkts = 1,
-		};
-
-		syn = remu_resp_atomic(qp, skb, &orig);
-		if (syn) {
-			remu_resp_fatal(qp, psn, syn, true);
-			goto drop;
-		}
-		e->msn++;
-		e->rpsn = (psn + 1) & REMU_PSN_MASK;
-		r.orig = orig;
-		remu_resp_save_res(qp, &r);
-		remu_resp_ack(qp, psn, REMU_ACK_OK, REMU_ATOMIC_ACK, orig);
-		goto done;
-	} else if (info->flags & (REMU_OP_FLUSH | REMU_OP_ATOMIC_WRITE)) {
-		struct remu_rd_res r = {
-			.opcode = cb->opcode, .psn = psn, .npkts = 1,
-		};
-
-		syn = (info->flags & REMU_OP_FLUSH) ?
-		      remu_resp_flush(qp, skb) :
-		      remu_resp_atomic_write(qp, skb);
-		if (syn) {
-			remu_resp_fatal(qp, psn, syn, true);
-			goto drop;
-		}
-		e->msn++;
-		e->rpsn = (psn + 1) & REMU_PSN_MASK;
-		remu_resp_save_res(qp, &r);
-		remu_resp_ack(qp, psn, REMU_ACK_OK, REMU_EMPTY_READ_RESP, 0);
-		goto done;
-	} else {
-		/* no other RC request exists; the opcode table says so */
-		remu_resp_fatal(qp, psn, REMU_AETH_NAK_INVALID_REQ, true);
-		goto drop;
+		return err == -EACCES ? REMU_RESP_ACC_ERR : REMU_RESP_INV_REQ;
 	}
-	if (end)
+	qp->eng.in_write = !end;
+	if (end && (flags & REMU_OP_IMM))
+		remu_resp_complete(qp, rq->skb, IB_WC_SUCCESS,
+				   IB_WC_RECV_RDMA_WITH_IMM, qp->eng.wr_len);
+	return REMU_RESP_NEXT;
+}
+
+/* execute a READ: its responses go out now, one PSN each */
+static enum remu_resp_verdict remu_resp_exec_read(struct remu_qp *qp,
+						  struct remu_resp_req *rq)
+{
+	struct remu_reth *reth = remu_pkt_hdr_of(rq->skb, rq->info,
+						 REMU_HDR_RETH);
+	struct remu_rd_res *r = &rq->res;
+
+	r->rkey = remu_reth_rkey(reth);
+	r->va = remu_reth_va(reth);
+	r->len = remu_reth_len(reth);
+	r->npkts = max_t(u32, 1, DIV_ROUND_UP(r->len, qp->eng.mtu));
+	rq->npkts = r->npkts;
+	return remu_resp_read(qp, rq->psn, r->va, r->rkey, r->len,
+			      &rq->nak_psn);
+}
+
+/* execute the request: the step of its class */
+static enum remu_resp_verdict remu_resp_execute(struct remu_qp *qp,
+						struct remu_resp_req *rq)
+{
+	u32 flags = rq->info->flags;
+
+	if (flags & REMU_OP_SEND)
+		return remu_resp_exec_send(qp, rq);
+	if (flags & REMU_OP_WRITE)
+		return remu_resp_exec_write(qp, rq);
+	/* the others take a responder resource */
+	rq->res.opcode = remu_cb(rq->skb)->opcode;
+	rq->res.psn = rq->psn;
+	rq->res.npkts = 1;
+	if (flags & REMU_OP_READ)
+		return remu_resp_exec_read(qp, rq);
+	if (flags & REMU_OP_ATOMIC)
+		return remu_resp_atomic(qp, rq->skb, &rq->res.orig);
+	if (flags & REMU_OP_FLUSH)
+		return remu_resp_flush(qp, rq->skb);
+	return remu_resp_atomic_write(qp, rq->skb);
+}
+
+/*
+ * The one tail of every RC and UC request executed: keep its responder
+ * resource, move the MSN (at a message's end) and the expected PSN on,
+ * and answer: an atomic ACK with the original value; the empty READ
+ * response of a FLUSH or ATOMIC_WRITE; nothing more for a READ (its
+ * responses are its answer); for SEND and WRITE on RC, an ACK if the
+ * packet asks for one (AckReq), else the ACK is coalesced with a later
+ * one (ack_deferred).
+ */
+static enum remu_resp_verdict remu_resp_finish(struct remu_qp *qp,
+					       struct remu_resp_req *rq)
+{
+	struct remu_bth *bth = (struct remu_bth *)rq->skb->data;
+	struct remu_qp_eng *e = &qp->eng;
+	u32 flags = rq->info->flags;
+
+	if (flags & REMU_RESP_RD_OPS)
+		remu_resp_save_res(qp, &rq->res);
+	if (flags & (REMU_OP_LAST | REMU_OP_ONLY))
 		e->msn++;
-	if (rc && remu_bth_ack_req(bth))
-		remu_resp_ack(qp, psn, REMU_ACK_OK, REMU_ACK, 0);
-	else if (rc)
+	e->rpsn = (rq->psn + rq->npkts) & REMU_PSN_MASK;
+	if (flags & REMU_OP_ATOMIC)
+		remu_resp_ack(qp, rq->psn, REMU_ACK_OK, REMU_ATOMIC_ACK,
+			      rq->res.orig);
+	else if (flags & (REMU_OP_FLUSH | REMU_OP_ATOMIC_WRITE))
+		remu_resp_ack(qp, rq->psn, REMU_ACK_OK, REMU_EMPTY_READ_RESP, 0);
+	else if ((flags & REMU_OP_READ) || remu_qp_type(qp) != IB_QPT_RC)
+		return REMU_RESP_DONE;
+	else if (remu_bth_ack_req(bth))
+		remu_resp_ack(qp, rq->psn, REMU_ACK_OK, REMU_ACK, 0);
+	else
 		remu_count(qp->rdev, REMU_CNT_ACK_DEFERRED);
-	e->rpsn = (psn + 1) & REMU_PSN_MASK;
-done:
-	/* processed: consume_skb, so that the drop tracepoint sees drops only */
-	consume_skb(skb);
-	return;
-next:
-	/* UC: a packet lost to the message, the next PSN expected after it */
-	e->rpsn = (psn + 1) & REMU_PSN_MASK;
-drop:
-	kfree_skb(skb);
+	return REMU_RESP_DONE;
+}
+
+/*
+ * RC, a duplicate: a READ, atomic, FLUSH or ATOMIC_WRITE is answered
+ * again from its responder resource (remu_resp_dup_rd()); a SEND or
+ * WRITE packet is ACKed again if it asks for an ACK, so a go-back-N
+ * resend of a window the responder already has costs a few ACKs.
+ */
+static void remu_resp_duplicate(struct remu_qp *qp, struct remu_resp_req *rq)
+{
+	struct remu_bth *bth = (struct remu_bth *)rq->skb->data;
+
+	remu_count(qp->rdev, REMU_CNT_DUP_REQ);
+	if (rq->info->flags & REMU_RESP_RD_OPS)
+		remu_resp_dup_rd(qp, rq->skb, rq->psn);
+	else if (remu_bth_ack_req(bth))
+		remu_resp_ack(qp, (qp->eng.rpsn - 1) & REMU_PSN_MASK,
+			      REMU_ACK_OK, REMU_ACK, 0);
+	else
+		remu_count(qp->rdev, REMU_CNT_ACK_DEFERRED);
+}
+
+/* RC, a packet from beyond the expected PSN: one NAK per gap */
+static void remu_resp_psn_seq(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	remu_count(qp->rdev, REMU_CNT_OUT_OF_SEQ_REQ);
+	if (e->nak_sent)
+		return;
+	e->nak_sent = true;
+	remu_resp_ack(qp, e->rpsn, REMU_AETH_NAK_PSN_SEQ_ERR, REMU_ACK, 0);
+}
+
+/* carry out the verdict @v that ended @rq's way, and free the packet */
+static void remu_resp_act(struct remu_qp *qp, struct remu_resp_req *rq,
+			  enum remu_resp_verdict v)
+{
+	switch (v) {
+	case REMU_RESP_DONE:
+		/* consume_skb: the drop tracepoint sees drops only */
+		consume_skb(rq->skb);
+		return;
+	case REMU_RESP_UC_LOST:
+		qp->eng.rpsn = (rq->psn + 1) & REMU_PSN_MASK;
+		break;
+	case REMU_RESP_DUPLICATE:
+		remu_resp_duplicate(qp, rq);
+		break;
+	case REMU_RESP_PSN_SEQ:
+		remu_resp_psn_seq(qp);
+		break;
+	case REMU_RESP_RNR:
+		remu_resp_no_recv(qp, rq->psn);
+		break;
+	case REMU_RESP_INV_REQ:
+	case REMU_RESP_ACC_ERR:
+	case REMU_RESP_OP_ERR:
+		remu_resp_fatal(qp, rq, v);
+		break;
+	case REMU_RESP_NEXT:
+	case REMU_RESP_DROP:
+		break;
+	}
+	kfree_skb(rq->skb);
+}
+
+/**
+ * remu_resp_pkt - the responder: take one request packet
+ * @qp: the QP it is for
+ * @skb: the packet (skb->data at the BTH, remu_cb() filled); consumed
+ *
+ * The checks in order, then the execute step of the request's class and
+ * the tail they share; the first verdict other than REMU_RESP_NEXT ends
+ * the way, and remu_resp_act() carries it out.
+ *
+ * Context: the engines' owner (remu_eng_run()); may sleep.
+ */
+void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb)
+{
+	struct remu_resp_req rq = {
+		.skb = skb,
+		.info = &remu_opcode[remu_cb(skb)->opcode],
+		.psn = remu_cb(skb)->psn,
+		.npkts = 1,
+		.nak_psn = remu_cb(skb)->psn,
+	};
+	enum remu_resp_verdict v;
+
+	v = remu_resp_chk_state(qp, &rq) ?:
+	    remu_resp_chk_ud(qp, &rq) ?:
+	    remu_resp_chk_psn(qp, &rq) ?:
+	    remu_resp_chk_op_seq(qp, &rq) ?:
+	    remu_resp_chk_op_valid(qp, &rq) ?:
+	    remu_resp_chk_resource(qp, &rq) ?:
+	    remu_resp_execute(qp, &rq) ?:
+	    remu_resp_finish(qp, &rq);
+	remu_resp_act(qp, &rq, v);
 }
