@@ -30,6 +30,12 @@
 
 #include "remu.h"
 
+/* the core refuses the whole API of a device with a method past these */
+static_assert((REMU_METHOD_PD_QUERY & ~UVERBS_API_NS_FLAG) <
+	      UVERBS_API_METHOD_KEY_NUM_DRIVER);
+static_assert((REMU_METHOD_DM_QUERY & ~UVERBS_API_NS_FLAG) <
+	      UVERBS_API_METHOD_KEY_NUM_DRIVER);
+
 static int UVERBS_HANDLER(REMU_METHOD_PD_QUERY)(struct uverbs_attr_bundle *attrs)
 {
 	/* the core found a PD of this context under the handle */

@@ -456,9 +456,13 @@ enum remu_pd_query_attrs {
 	REMU_ATTR_QUERY_PD_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
 };
 
-/* numbered apart from the DM object's other driver methods */
+/*
+ * A driver method's number is below 8 after the namespace bit (the core's
+ * UVERBS_API_METHOD_KEY_NUM_DRIVER): a larger one makes the device's
+ * whole uverbs API fail to build, and the device is not usable at all.
+ */
 enum remu_dm_query_methods {
-	REMU_METHOD_DM_QUERY = (1U << UVERBS_ID_NS_SHIFT) + 8,
+	REMU_METHOD_DM_QUERY = (1U << UVERBS_ID_NS_SHIFT),
 };
 
 enum remu_dm_query_attrs {
