@@ -52,6 +52,8 @@ struct verbs_context *remu_import_context(struct ibv_device *ibdev, int cmd_fd)
 	ret = ibv_cmd_query_context(&ctx->vctx.context, driver);
 	if (!ret)
 		ret = remu_context_ready(ctx, &resp);
+	/* the fd is another process's: its write() is refused (queues.c) */
+	atomic_init(&ctx->doorbell_ioctl, true);
 	if (ret) {
 		/* closes cmd_fd, as every provider's failed import */
 		verbs_uninit_context(&ctx->vctx);

@@ -5,7 +5,9 @@
  * Every queue is a ring shared with the kernel (remu_ring.h): posting a
  * receive writes the RQ/SRQ ring and makes no system call; posting sends
  * writes the SQ ring and rings the doorbell once per ibv_post_send() (a
- * POST_SEND command carrying no WRs); polling reads the CQ ring and makes
+ * POST_SEND command carrying no WRs; write() on the command fd, or the
+ * ioctl that carries it where the kernel refuses that: remu_doorbell());
+ * polling reads the CQ ring and makes
  * no system call.  Control verbs go through the ibv_cmd_* commands, whose
  * responses say where each ring is mapped.
  *
@@ -466,9 +468,33 @@ int remu_destroy_qp(struct ibv_qp *ibqp)
 	return 0;
 }
 
-/* The doorbell: a POST_SEND command with no WRs. */
+/* @cmd through the ioctl that carries a write() command, as libibverbs' */
+static int remu_doorbell_ioctl(struct ibv_qp *ibqp, struct ibv_post_send *cmd)
+{
+	DECLARE_COMMAND_BUFFER(cmdb, UVERBS_OBJECT_DEVICE,
+			       UVERBS_METHOD_INVOKE_WRITE, 3);
+	struct ib_uverbs_post_send_resp resp;
+
+	fill_attr_const_in(cmdb, UVERBS_ATTR_WRITE_CMD,
+			   IB_USER_VERBS_CMD_POST_SEND);
+	fill_attr_in(cmdb, UVERBS_ATTR_CORE_IN, &cmd->core_payload,
+		     sizeof(cmd->core_payload));
+	fill_attr_out(cmdb, UVERBS_ATTR_CORE_OUT, &resp, sizeof(resp));
+	return execute_ioctl(ibqp->context, cmdb);
+}
+
+/*
+ * The doorbell: a POST_SEND command with no WRs, written to the command
+ * fd.  The kernel refuses write() on it to a process whose credentials
+ * are not those of the process that opened it (EACCES,
+ * ib_safe_file_access()): a context imported from another process
+ * (import.c) or used by a child after fork().  There the command goes
+ * through UVERBS_METHOD_INVOKE_WRITE, as libibverbs sends its own
+ * commands, and does so from then on for the context.
+ */
 int remu_doorbell(struct ibv_qp *ibqp)
 {
+	struct remu_context *ctx = to_rctx(ibqp->context);
 	struct ib_uverbs_post_send_resp resp;
 	struct ibv_post_send cmd = {};
 
@@ -480,9 +506,14 @@ int remu_doorbell(struct ibv_qp *ibqp)
 	cmd.wr_count = 0;
 	cmd.sge_count = 0;
 	cmd.wqe_size = sizeof(struct ib_uverbs_send_wr);
-	if (write(ibqp->context->cmd_fd, &cmd, sizeof(cmd)) != sizeof(cmd))
+	if (atomic_load_explicit(&ctx->doorbell_ioctl, memory_order_relaxed))
+		return remu_doorbell_ioctl(ibqp, &cmd);
+	if (write(ibqp->context->cmd_fd, &cmd, sizeof(cmd)) == sizeof(cmd))
+		return 0;
+	if (errno != EACCES)
 		return errno;
-	return 0;
+	atomic_store_explicit(&ctx->doorbell_ioctl, true, memory_order_relaxed);
+	return remu_doorbell_ioctl(ibqp, &cmd);
 }
 
 /* Validate @wr and write it into the slot @w; 0 or an errno. */

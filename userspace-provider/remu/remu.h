@@ -35,6 +35,8 @@ struct remu_device {
 struct remu_context {
 	struct verbs_context vctx;
 	uint32_t kernel_caps;	/* REMU_UCTX_* the module offered */
+	/* the doorbell through the ioctl: write() is refused (queues.c) */
+	atomic_bool doorbell_ioctl;
 };
 
 /*
