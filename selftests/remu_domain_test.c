@@ -403,7 +403,13 @@ struct side {
 static int side_open(struct side *s, const char *dev, bool parent)
 {
 	struct ibv_td_init_attr ta = {};
-	struct ibv_qp_init_attr ia = { .qp_type = IBV_QPT_RC, .cap = dcap };
+	/* an ibv_qp_ex with an SRQ: remu_use_ex posts through ibv_wr_*() */
+	struct ibv_qp_init_attr_ex ia = {
+		.qp_type = IBV_QPT_RC, .cap = dcap,
+		.comp_mask = IBV_QP_INIT_ATTR_PD |
+			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.send_ops_flags = remu_send_ops(IBV_QPT_RC),
+	};
 
 	memset(s, 0, sizeof(*s));
 	s->ctx = remu_open_port(dev, GID_INDEX, &s->gid, &s->mtu);
@@ -428,7 +434,8 @@ static int side_open(struct side *s, const char *dev, bool parent)
 	s->srq = s->mr ? make_srq(s->dom) : NULL;
 	ia.send_cq = ia.recv_cq = s->cq;
 	ia.srq = s->srq;
-	s->rc = s->srq ? ibv_create_qp(s->dom, &ia) : NULL;
+	ia.pd = s->dom;
+	s->rc = s->srq ? ibv_create_qp_ex(s->ctx, &ia) : NULL;
 	s->ud = s->rc ? remu_create_qp_ex(s->dom, s->cq, IBV_QPT_UD,
 					  &dcap) : NULL;
 	return s->ud ? 0 : -1;
