@@ -11,9 +11,10 @@
  * have (none), 0 for version 0.
  *
  * Fixture qp (remu0, no traffic): a new QP answers remu's offer (version
- * 1); a comp_mask or another vendor's id is refused (EINVAL) and changes
- * nothing; ibv_set_ece() clears the answer until the next modify_qp, whose
- * kernel answer is the negotiated options (version 3 with capability bits
+ * 1); a comp_mask or another vendor's id is refused (EINVAL; vendor id 0
+ * EOPNOTSUPP, libibverbs' check, the same on mlx5) and changes nothing;
+ * ibv_set_ece() clears the answer until the next modify_qp, whose kernel
+ * answer is the negotiated options (version 3 with capability bits
  * comes back as version 1; version 0 as 0); options 0 turn ECE off; a
  * modify_qp that fails keeps the request for the next one.
  *
@@ -130,7 +131,8 @@ TEST_F(qp, refused)
 
 	EXPECT_EQ(EINVAL, ibv_set_ece(self->qp, &e));
 	EXPECT_EQ(EINVAL, set_ece(self->qp, OTHER_VENDOR, V1));
-	EXPECT_EQ(EINVAL, set_ece(self->qp, 0, V1));
+	/* vendor id 0 is libibverbs' own refusal, before any provider's */
+	EXPECT_EQ(EOPNOTSUPP, set_ece(self->qp, 0, V1));
 	/* nothing changed, nothing waits for the next modify */
 	EXPECT_EQ(V1, ece_of(self->qp));
 	ASSERT_EQ(0, to_init(self->qp));
