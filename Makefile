@@ -10,6 +10,9 @@
 #                   (lockdep, KASAN, kmemleak...; built once and cached, see
 #                   scripts/debug-kernel and docs/debug-kernel.md)
 #   make debug-kernel  only build (or find) that kernel
+#   make check-p2p  everything, then the peer-to-peer test (a PCI BAR that
+#                   VFIO exports as a dma-buf) in a VM with P2P devices, on
+#                   Debian's 7.3 (docs/p2p-testbed.md); not part of check
 #   make demo       everything, then the guided tour in the VM
 #   make demo CHAPTER=odp  only that chapter of the tour (tour/odp.c)
 #   make timeline CHAPTER=odp  that chapter's timeline picture, recorded in
@@ -41,7 +44,7 @@ INSTALL_MOD_DIR ?= updates
 DKMS_VERSION := $(shell sed -n 's/^PACKAGE_VERSION="\(.*\)"/\1/p' $(CURDIR)/dkms.conf)
 DKMS_SRC ?= $(DESTDIR)/usr/src/remu-$(DKMS_VERSION)
 
-.PHONY: all module provider selftests tools tour check check-debug debug-kernel demo timeline setup install \
+.PHONY: all module provider selftests tools tour check check-debug debug-kernel check-p2p p2p-kernel demo timeline setup install \
 	install-module install-provider clean need-kdir dkms-src dkms-install deb
 
 all: module provider selftests tools tour
@@ -66,8 +69,9 @@ selftests: provider
 tools: provider
 	$(MAKE) -C tools
 
-# the tour's chapters (tour/*.c, run by scripts/demo)
-tour:
+# the tour's chapters (tour/*.c, run by scripts/demo); after the provider:
+# tour/p2p links libremu
+tour: provider
 	$(MAKE) -C tour
 
 setup:
@@ -83,6 +87,15 @@ check-debug: setup
 
 debug-kernel:
 	scripts/debug-kernel
+
+# Debian's 7.3 has PCI_P2PDMA; scripts/p2p-kernel adds a no-IOMMU vfio.ko
+check-p2p:
+	scripts/setup --kernel 7.3
+	$(MAKE) all
+	scripts/check-p2p
+
+p2p-kernel:
+	scripts/p2p-kernel
 
 demo: setup
 	$(MAKE) all

@@ -25,11 +25,28 @@
  * while the MR lives; registration and deregistration in a loop during
  * moves.
  *
+ * Fixture kinds (variants p2p, iomem, novmap): the test exporter's other
+ * kinds of buffer on remu1.  p2p behaves as VFIO's BAR export (peer2peer
+ * importers only, no vmap, no pin, DMA addresses with no struct page):
+ * remu reaches it peer to peer; novmap is ordinary pages without vmap,
+ * also reached peer to peer (through the table's DMA addresses); iomem
+ * hands its pages out from vmap as I/O memory, which remu copies with the
+ * io accessors.  Cases: WRITE/READ/atomics and local SGEs both ways,
+ * checked against the exporter's backing store; a move (data follows, a
+ * new table or mapping is taken); revoke and re-enable of the buffers
+ * without vmap, as VFIO does when memory decode goes off and on (the
+ * dma-buf core WARNs when a vmap fails, so an exporter that offers one
+ * does not revoke): while revoked a remote access completes
+ * with IBV_WC_REM_ACCESS_ERR and a local one with IBV_WC_LOC_PROT_ERR, the
+ * MR stays, and once re-enabled the same MR works again with the bytes
+ * the exporter kept; a P2P buffer refuses an importer without peer2peer.
+ *
  * bad_input: not a dma-buf fd (EINVAL), a closed fd (EBADF), a range
  * beyond the buffer or empty (EINVAL), offset and iova disagreeing within
  * a page (EINVAL), write rights on a read-only dma-buf (EACCES; the
- * test exporter's and a dma-heap buffer allocated O_RDONLY), an exporter
- * without a CPU mapping (EOPNOTSUPP).
+ * test exporter's and a dma-heap buffer allocated O_RDONLY), a P2P
+ * exporter whose addresses are no memory or that has no path to remu
+ * (EOPNOTSUPP), a revoked one (ENODEV); none leaves an attachment behind.
  *
  * remu_test_dmabuf.ko is loaded by run_tests.sh around this test.
  */
@@ -510,6 +527,275 @@ TEST_F(mover, dereg_during_moves)
 	EXPECT_EQ(0, tdb_info(self->ctl, self->fd).attachments);
 }
 
+/* ---- fixture kinds: P2P, I/O memory, no vmap ---- */
+
+FIXTURE(kinds) {
+	struct side a, b;
+	int ctl, fd;
+	int mrs;
+	uint8_t *got;
+};
+
+FIXTURE_VARIANT(kinds) {
+	unsigned int flags;
+	bool p2p;	/* remu reaches it through DMA addresses */
+};
+
+FIXTURE_VARIANT_ADD(kinds, p2p) { .flags = REMU_TDB_P2P, .p2p = true };
+FIXTURE_VARIANT_ADD(kinds, iomem) { .flags = REMU_TDB_IOMEM };
+FIXTURE_VARIANT_ADD(kinds, novmap) { .flags = REMU_TDB_NO_VMAP, .p2p = true };
+
+FIXTURE_SETUP(kinds)
+{
+	struct remu_tdb_info i;
+
+	memset(&self->a, 0, sizeof(self->a));
+	memset(&self->b, 0, sizeof(self->b));
+	self->fd = -1;
+	self->got = malloc(BUF_SIZE);
+	ASSERT_NE(NULL, self->got);
+	self->mrs = remu_obj_count("mr");
+	self->ctl = open(TDB_PATH, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, self->ctl) TH_LOG("%s: %s (remu_test_dmabuf.ko loaded?)",
+				       TDB_PATH, strerror(errno));
+	self->fd = tdb_create(self->ctl, BUF_SIZE, variant->flags);
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, side_open(&self->a, "remu0"));
+	ASSERT_EQ(0, side_open(&self->b, "remu1"));
+	ASSERT_EQ(0, side_connect(&self->a, &self->b));
+	ASSERT_EQ(0, side_connect(&self->b, &self->a));
+	self->b.dmr = ibv_reg_dmabuf_mr(self->b.pd, MR_OFF, MR_LEN, MR_IOVA,
+					self->fd, ACCESS_ALL);
+	ASSERT_NE(NULL, self->b.dmr) TH_LOG("reg_dmabuf_mr: %s",
+					    strerror(errno));
+	i = tdb_info(self->ctl, self->fd);
+	EXPECT_EQ(1, i.attachments);
+	/* P2P: a table mapped, no CPU mapping; else the other way round */
+	EXPECT_EQ(variant->p2p, i.mapped);
+	EXPECT_EQ(!variant->p2p, i.vmapped);
+	EXPECT_EQ(variant->p2p, hw_counter("remu1", "dmabuf_p2p_mrs"));
+}
+
+FIXTURE_TEARDOWN(kinds)
+{
+	side_close(&self->a);
+	side_close(&self->b);
+	if (self->fd >= 0) {
+		EXPECT_EQ(0, tdb_info(self->ctl, self->fd).attachments);
+		EXPECT_EQ(0, tdb_info(self->ctl, self->fd).mapped);
+		close(self->fd);
+	}
+	if (self->ctl >= 0)
+		close(self->ctl);
+	free(self->got);
+	EXPECT_EQ(self->mrs, remu_obj_count("mr"));
+	EXPECT_EQ(0, hw_counter("remu1", "dmabuf_mrs"));
+	EXPECT_EQ(0, hw_counter("remu1", "dmabuf_p2p_mrs"));
+}
+
+/* the exporter's own bytes [MR_OFF + off, + len) equal @want */
+static long kinds_cmp(FIXTURE_DATA(kinds) *self, uint64_t off,
+		      const uint8_t *want, uint32_t len)
+{
+	if (tdb_rw(self->ctl, self->fd, 0, MR_OFF + off, self->got, len))
+		return -2;
+	return cmp(self->got, want, len);
+}
+
+TEST_F(kinds, write_read_atomic)
+{
+	struct side *a = &self->a, *b = &self->b;
+	uint64_t v = 1000;
+	unsigned int k;
+
+	for (k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+		uint32_t len = lens[k];
+		uint64_t off = (k * 3001) % (MR_LEN - len + 1);
+
+		/* remote WRITE into the buffer */
+		fill(a->host, len, k + 1);
+		ASSERT_EQ(IBV_WC_SUCCESS,
+			  post1(a, IBV_WR_RDMA_WRITE, HOST(a, 0),
+				a->host_mr->lkey, len, MR_IOVA + off,
+				b->dmr->rkey));
+		EXPECT_EQ(-1, kinds_cmp(self, off, a->host, len))
+			TH_LOG("WRITE of %u", len);
+		/* remote READ of what the exporter wrote */
+		fill(self->got, len, k + 2);
+		ASSERT_EQ(0, tdb_rw(self->ctl, self->fd, 1, MR_OFF + off,
+				    self->got, len));
+		memset(a->host, 0, len);
+		ASSERT_EQ(IBV_WC_SUCCESS,
+			  post1(a, IBV_WR_RDMA_READ, HOST(a, 0),
+				a->host_mr->lkey, len, MR_IOVA + off,
+				b->dmr->rkey));
+		EXPECT_EQ(-1, kinds_cmp(self, off, a->host, len))
+			TH_LOG("READ of %u", len);
+		/* remu1's local SGE: WRITE out of it, READ into it */
+		memset(a->host, 0, len);
+		ASSERT_EQ(IBV_WC_SUCCESS,
+			  post1(b, IBV_WR_RDMA_WRITE, MR_IOVA + off,
+				b->dmr->lkey, len, HOST(a, 0),
+				a->host_mr->rkey));
+		EXPECT_EQ(-1, kinds_cmp(self, off, a->host, len));
+		fill(a->host, len, k + 3);
+		ASSERT_EQ(IBV_WC_SUCCESS,
+			  post1(b, IBV_WR_RDMA_READ, MR_IOVA + off,
+				b->dmr->lkey, len, HOST(a, 0),
+				a->host_mr->rkey));
+		EXPECT_EQ(-1, kinds_cmp(self, off, a->host, len));
+	}
+	/* atomics: FETCH_ADD, a CMP_SWP that swaps and one that does not */
+	ASSERT_EQ(0, tdb_rw(self->ctl, self->fd, 1, MR_OFF + 4088, &v, 8));
+	ASSERT_EQ(IBV_WC_SUCCESS, atomic1(a, IBV_WR_ATOMIC_FETCH_AND_ADD,
+					   MR_IOVA + 4088, b->dmr->rkey, 24, 0));
+	EXPECT_EQ(1000, *(uint64_t *)a->host);
+	ASSERT_EQ(IBV_WC_SUCCESS, atomic1(a, IBV_WR_ATOMIC_CMP_AND_SWP,
+					   MR_IOVA + 4088, b->dmr->rkey, 1024,
+					   77));
+	EXPECT_EQ(1024, *(uint64_t *)a->host);
+	ASSERT_EQ(IBV_WC_SUCCESS, atomic1(a, IBV_WR_ATOMIC_CMP_AND_SWP,
+					   MR_IOVA + 4088, b->dmr->rkey, 1, 2));
+	EXPECT_EQ(77, *(uint64_t *)a->host);
+	ASSERT_EQ(0, tdb_rw(self->ctl, self->fd, 0, MR_OFF + 4088, &v, 8));
+	EXPECT_EQ(77, v);
+	/* P2P: still the one table mapped at registration */
+	EXPECT_EQ(variant->p2p ? 1 : 0, tdb_info(self->ctl, self->fd).maps);
+}
+
+/* the exporter moves the buffer: remu maps it again, the data followed */
+TEST_F(kinds, move)
+{
+	struct side *a = &self->a, *b = &self->b;
+	long long remaps = hw_counter("remu1", "dmabuf_remaps");
+	struct remu_tdb_info i = tdb_info(self->ctl, self->fd);
+	int err;
+
+	fill(a->host, 20000, 40);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  post1(a, IBV_WR_RDMA_WRITE, HOST(a, 0), a->host_mr->lkey,
+			20000, MR_IOVA + 100, b->dmr->rkey));
+	err = tdb_move(self->ctl, self->fd, 0);
+	/*
+	 * Where the kernel pins a dynamic exporter around every map by a
+	 * dynamic importer (6.x without CONFIG_DMABUF_MOVE_NOTIFY), remu's
+	 * map of an ordinary exporter pins it, and it cannot move; a P2P
+	 * one (as VFIO's) takes such pins without promising to stay.
+	 */
+	if (i.pins) {
+		EXPECT_EQ(-EBUSY, err);
+		SKIP(return, "the kernel pinned this exporter for remu's map");
+	}
+	ASSERT_EQ(0, err);
+	i = tdb_info(self->ctl, self->fd);
+	EXPECT_EQ(0, i.mapped);
+	EXPECT_EQ(0, i.vmapped);
+	memset(a->host + 20000, 0, 20000);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  post1(a, IBV_WR_RDMA_READ, HOST(a, 20000), a->host_mr->lkey,
+			20000, MR_IOVA + 100, b->dmr->rkey));
+	EXPECT_EQ(-1, cmp(a->host + 20000, a->host, 20000));
+	EXPECT_EQ(remaps + 1, hw_counter("remu1", "dmabuf_remaps"));
+	i = tdb_info(self->ctl, self->fd);
+	EXPECT_EQ(variant->p2p, i.mapped);
+	EXPECT_EQ(!variant->p2p, i.vmapped);
+	/* a WRITE after the move lands in the new pages */
+	fill(a->host, 9000, 41);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  post1(a, IBV_WR_RDMA_WRITE, HOST(a, 0), a->host_mr->lkey,
+			9000, MR_IOVA + 30000, b->dmr->rkey));
+	EXPECT_EQ(-1, kinds_cmp(self, 30000, a->host, 9000));
+}
+
+/* revoked: accesses fail, the MR stays; re-enabled: it works again */
+TEST_F(kinds, revoke_reenable)
+{
+	struct side *a = &self->a, *b = &self->b;
+	long long moves = hw_counter("remu1", "dmabuf_moves");
+	long long errs = hw_counter("remu1", "dmabuf_map_errors");
+	struct remu_tdb_info i;
+
+	/* the dma-buf core WARNs when a vmap fails: no such exporter revokes */
+	if (!variant->p2p) {
+		EXPECT_EQ(-EINVAL, tdb_revoke(self->ctl, self->fd, 1));
+		SKIP(return, "an exporter with a CPU mapping does not revoke");
+	}
+
+	fill(a->host, 8000, 50);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  post1(a, IBV_WR_RDMA_WRITE, HOST(a, 0), a->host_mr->lkey,
+			8000, MR_IOVA + 500, b->dmr->rkey));
+	memcpy(self->got + BUF_SIZE / 2, a->host, 8000);
+
+	/* revoked: remu dropped everything in move_notify (else EBUSY) */
+	ASSERT_EQ(0, tdb_revoke(self->ctl, self->fd, 1));
+	i = tdb_info(self->ctl, self->fd);
+	EXPECT_EQ(1, i.revoked);
+	EXPECT_EQ(0, i.mapped);
+	EXPECT_EQ(0, i.vmapped);
+	EXPECT_EQ(moves + 1, hw_counter("remu1", "dmabuf_moves"));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  post1(a, IBV_WR_RDMA_READ, HOST(a, 0), a->host_mr->lkey,
+			64, MR_IOVA + 500, b->dmr->rkey));
+	EXPECT_LE(errs + 1, hw_counter("remu1", "dmabuf_map_errors"));
+	ASSERT_EQ(0, side_reconnect(a, b));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  post1(a, IBV_WR_RDMA_WRITE, HOST(a, 0), a->host_mr->lkey,
+			64, MR_IOVA + 500, b->dmr->rkey));
+	ASSERT_EQ(0, side_reconnect(a, b));
+	EXPECT_EQ(IBV_WC_REM_ACCESS_ERR,
+		  atomic1(a, IBV_WR_ATOMIC_FETCH_AND_ADD, MR_IOVA + 512,
+			  b->dmr->rkey, 1, 0));
+	ASSERT_EQ(0, side_reconnect(a, b));
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR,
+		  post1(b, IBV_WR_RDMA_WRITE, MR_IOVA + 500, b->dmr->lkey, 64,
+			HOST(a, 0), a->host_mr->rkey));
+	ASSERT_EQ(0, side_reconnect(a, b));
+	/* nothing reached the buffer meanwhile */
+	EXPECT_EQ(-1, kinds_cmp(self, 500, self->got + BUF_SIZE / 2, 8000));
+
+	/* re-enabled: the same MR, the bytes the exporter kept */
+	ASSERT_EQ(0, tdb_revoke(self->ctl, self->fd, 0));
+	memset(a->host, 0, 8000);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  post1(a, IBV_WR_RDMA_READ, HOST(a, 0), a->host_mr->lkey,
+			8000, MR_IOVA + 500, b->dmr->rkey));
+	EXPECT_EQ(-1, cmp(a->host, self->got + BUF_SIZE / 2, 8000));
+	fill(a->host, 3000, 51);
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  post1(a, IBV_WR_RDMA_WRITE, HOST(a, 0), a->host_mr->lkey,
+			3000, MR_IOVA + 9000, b->dmr->rkey));
+	EXPECT_EQ(-1, kinds_cmp(self, 9000, a->host, 3000));
+	ASSERT_EQ(IBV_WC_SUCCESS,
+		  post1(b, IBV_WR_RDMA_WRITE, MR_IOVA + 9000, b->dmr->lkey,
+			3000, HOST(a, 5000), a->host_mr->rkey));
+	EXPECT_EQ(-1, cmp(a->host + 5000, a->host, 3000));
+	EXPECT_EQ(0, tdb_info(self->ctl, self->fd).revoked);
+}
+
+/* a P2P buffer takes peer-to-peer importers only, as VFIO's */
+TEST_F(kinds, peer2peer_only)
+{
+	struct remu_tdb_import imp;
+	int c;
+
+	if (!(variant->flags & REMU_TDB_P2P))
+		SKIP(return, "not a P2P buffer");
+	c = open(TDB_PATH, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, c);
+	ASSERT_EQ(0, tdb_import(c, self->fd, REMU_TDB_IMP_MAP, &imp));
+	EXPECT_EQ(-EOPNOTSUPP, imp.attach_err);
+	ASSERT_EQ(0, tdb_import(c, self->fd, REMU_TDB_IMP_P2P |
+				REMU_TDB_IMP_MAP, &imp));
+	EXPECT_EQ(0, imp.attach_err);
+	EXPECT_EQ(0, imp.map_err);
+	EXPECT_EQ(0, imp.pages);	/* DMA addresses only */
+	EXPECT_EQ(BUF_SIZE, imp.dma_len);
+	EXPECT_EQ(2, tdb_info(self->ctl, self->fd).attachments);
+	close(c);
+	EXPECT_EQ(1, tdb_info(self->ctl, self->fd).attachments);
+}
+
 /* ---- bad input ---- */
 
 static int reg_errno(struct ibv_pd *pd, uint64_t off, size_t len,
@@ -591,10 +877,39 @@ TEST(bad_input)
 		EXPECT_NE(NULL, why);
 	}
 
-	/* an exporter remu cannot map for the CPU */
+	/* no CPU mapping: reached through its DMA addresses instead */
 	rofd = tdb_create(ctl, BUF_SIZE, REMU_TDB_NO_VMAP);
 	ASSERT_LE(0, rofd);
-	EXPECT_EQ(EOPNOTSUPP, reg_errno(pd, 0, 4096, 0, rofd, 0));
+	EXPECT_EQ(0, reg_errno(pd, 0, 4096, 0, rofd, 0));
+	EXPECT_EQ(0, tdb_info(ctl, rofd).attachments);
+	close(rofd);
+	/* DMA addresses that are no memory remu can reach */
+	rofd = tdb_create(ctl, BUF_SIZE, REMU_TDB_P2P | REMU_TDB_BAD_DMA);
+	ASSERT_LE(0, rofd);
+	EXPECT_EQ(EOPNOTSUPP, reg_errno(pd, 0, 4096, 0, rofd, ACCESS_ALL));
+	EXPECT_EQ(0, tdb_info(ctl, rofd).attachments);
+	EXPECT_EQ(0, tdb_info(ctl, rofd).mapped);
+	close(rofd);
+	/* an exporter with no P2P path to remu's device (EINVAL) */
+	rofd = tdb_create(ctl, BUF_SIZE, REMU_TDB_P2P | REMU_TDB_NO_PATH);
+	ASSERT_LE(0, rofd);
+	EXPECT_EQ(EOPNOTSUPP, reg_errno(pd, 0, 4096, 0, rofd, ACCESS_ALL));
+	EXPECT_EQ(0, tdb_info(ctl, rofd).attachments);
+	close(rofd);
+	/* revoked: the exporter refuses the attachment */
+	rofd = tdb_create(ctl, BUF_SIZE, REMU_TDB_P2P);
+	ASSERT_LE(0, rofd);
+	ASSERT_EQ(0, tdb_revoke(ctl, rofd, 1));
+	EXPECT_EQ(ENODEV, reg_errno(pd, 0, 4096, 0, rofd, ACCESS_ALL));
+	EXPECT_EQ(0, tdb_info(ctl, rofd).attachments);
+	ASSERT_EQ(0, tdb_revoke(ctl, rofd, 0));
+	EXPECT_EQ(0, reg_errno(pd, 0, 4096, 0, rofd, ACCESS_ALL));
+	close(rofd);
+	/* a buffer without vmap and not P2P, revoked: its map refuses */
+	rofd = tdb_create(ctl, BUF_SIZE, REMU_TDB_NO_VMAP);
+	ASSERT_LE(0, rofd);
+	ASSERT_EQ(0, tdb_revoke(ctl, rofd, 1));
+	EXPECT_EQ(ENODEV, reg_errno(pd, 0, 4096, 0, rofd, ACCESS_ALL));
 	EXPECT_EQ(0, tdb_info(ctl, rofd).attachments);
 	close(rofd);
 

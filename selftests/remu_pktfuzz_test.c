@@ -40,7 +40,7 @@
  * data byte for byte.  The per-counter figures are printed ("# fuzz:").
  *
  * Deterministic for a seed (REMU_FUZZ_SEED, printed; the time otherwise),
- * bounded in time: REMU_FUZZ_SECONDS (default 40) of fuzzing.
+ * bounded in time: REMU_FUZZ_SECONDS (default 20) of fuzzing.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -1093,7 +1093,7 @@ out:
 TEST_F_TIMEOUT(pktfuzz, fuzz, 600)
 {
 	struct fuzz *z = &self->z;
-	long secs = remu_env_long("REMU_FUZZ_SECONDS", 40);
+	long secs = remu_env_long("REMU_FUZZ_SECONDS", 20);
 	uint64_t seed = remu_env_long("REMU_FUZZ_SEED", 0);
 	struct counters c0[2], c1[2];
 	long long udp0, udp1, nodev0, nodev1, loop0, loop1, total = 0;

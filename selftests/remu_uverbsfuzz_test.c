@@ -48,7 +48,7 @@
  * end remu0 and remu1 still move data byte for byte.  The kernel log scan
  * of scripts/vm catches warnings.  Figures (commands tried by kind,
  * errnos seen) are printed ("# uverbsfuzz:").  Bounded in time:
- * REMU_FUZZ_SECONDS (default 45).
+ * REMU_FUZZ_SECONDS (default 20).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1299,7 +1299,7 @@ FIXTURE_TEARDOWN(uverbsfuzz)
 
 TEST_F_TIMEOUT(uverbsfuzz, fuzz, 3600)
 {
-	long secs = remu_env_long("REMU_FUZZ_SECONDS", 45), killed = 0, rounds = 0;
+	long secs = remu_env_long("REMU_FUZZ_SECONDS", 20), killed = 0, rounds = 0;
 	uint64_t seed = remu_env_long("REMU_FUZZ_SEED", 0);
 	double end, start = remu_now();
 	int i, status, bad_counts = -1;

@@ -46,6 +46,9 @@
  * @dm:		the device memory pool (remu_dm.c), NULL if none
  * @dmabuf_dev:	the struct device remu attaches to dma-bufs with
  *		(remu_dmabuf.c)
+ * @dmabuf_pci:	the PCI function above the netdev, referenced, or NULL:
+ *		what remu attaches to peer-to-peer dma-bufs with
+ *		(remu_dmabuf.c, docs/dma-buf.md)
  * @mcast:	the multicast groups and their QPs (remu_mcast.c)
  * @nr_pd, @nr_uctx: live PDs and user contexts, against attr.max_pd and
  *		the context limit (remu_verbs.c)
@@ -63,6 +66,7 @@ struct remu_dev {
 	atomic64_t counters[REMU_CNT_COUNT];
 	struct remu_dm_pool *dm;
 	struct device *dmabuf_dev;
+	struct device *dmabuf_pci;
 	struct remu_mcast *mcast;
 	atomic_t nr_pd;
 	atomic_t nr_uctx;
@@ -191,6 +195,19 @@ void remu_dm_query(struct ib_dm *ibdm, struct remu_query_dm_resp *resp);
 
 /* remu_import.c */
 extern const struct uapi_definition remu_import_defs[];
+
+struct remu_dm *remu_dm_export_pages(struct ib_dm *ibdm, phys_addr_t *phys,
+				     size_t *size);
+int remu_dm_export_publish(struct remu_dm *dm, struct list_head *node);
+void remu_dm_export_drop(struct remu_dm *dm, struct list_head *node);
+u64 remu_dm_mmap_offset(struct remu_dm *dm);
+
+/* remu_dmabuf_export.c: device memory exported as a dma-buf */
+extern const struct uapi_definition remu_dmabuf_export_defs[];
+void remu_dmabuf_export_revoke(struct list_head *node);
+
+/* remu_dmabuf.c: the sysfs "absent" lines of peer-to-peer import */
+int remu_dmabuf_absent(struct remu_dev *rdev, char *buf, int len);
 
 /* remu_mcast.c */
 int remu_mcast_dev_init(struct remu_dev *rdev);

@@ -17,6 +17,9 @@
 static ssize_t absent_show(struct device *device,
 			   struct device_attribute *attr, char *buf)
 {
+	struct remu_dev *rdev = rdma_device_to_drv_device(device,
+							   struct remu_dev,
+							   ib_dev);
 	int len = 0;
 
 	if (!REMU_HAVE_IBA15) {
@@ -25,6 +28,7 @@ static ssize_t absent_show(struct device *device,
 		len += sysfs_emit_at(buf, len,
 				     "atomic_write: this kernel's ib_core has no IBA 1.5 ATOMIC_WRITE (6.2 and later)\n");
 	}
+	len += remu_dmabuf_absent(rdev, buf, len);
 	return len;
 }
 DEVICE_ATTR_RO(absent);

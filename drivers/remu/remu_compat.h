@@ -312,6 +312,21 @@ static inline struct page *remu_odp_page(struct ib_umem_odp *odp,
 #define dma_buf_move_notify		dma_buf_invalidate_mappings
 #endif
 
+/*
+ * Does the dma-buf core pin a dynamic exporter's buffer around every map
+ * by a dynamic importer?  Before 7.x it does unless CONFIG_DMABUF_MOVE_NOTIFY
+ * is set (Debian's 6.1 and 6.12 leave it off); 7.x dropped the option
+ * (with the rename above) and never does.  A revocable exporter that
+ * refuses pin (as the core's and VFIO's) can only be mapped where it does
+ * not: remu's DM export and the test exporter's P2P buffers accept pin
+ * where this is 1 (docs/dma-buf.md).
+ */
+#if defined(REMU_HAVE_DMABUF_MOVE_NOTIFY) && !IS_ENABLED(CONFIG_DMABUF_MOVE_NOTIFY)
+#define REMU_DMABUF_PIN_ON_MAP	1
+#else
+#define REMU_DMABUF_PIN_ON_MAP	0
+#endif
+
 /* the device's sysfs "absent" file (remu_compat.c) */
 extern struct device_attribute dev_attr_absent;
 

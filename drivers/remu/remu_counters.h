@@ -92,6 +92,15 @@ enum remu_counter {
 	REMU_CNT_DMABUF_INVALIDATIONS,	/* ... that dropped a live mapping */
 	REMU_CNT_DMABUF_REMAPS,		/* re-maps on access after that */
 	REMU_CNT_DMABUF_MRS,		/* a gauge: live dma-buf MRs */
+	REMU_CNT_DMABUF_P2P_MRS,	/* a gauge: of those, reached through
+					 * the exporter's DMA addresses */
+	REMU_CNT_DMABUF_MAP_ERRORS,	/* re-maps on access that failed
+					 * (revoked, unreachable) */
+	/* device memory exported as a dma-buf (remu_dmabuf_export.c) */
+	REMU_CNT_DMABUF_EXPORTS,	/* a gauge: live exported dma-bufs */
+	REMU_CNT_DMABUF_EXPORT_MAPS,	/* a gauge: importers' mappings of
+					 * them (maps minus unmaps) */
+	REMU_CNT_DMABUF_EXPORT_REVOKES,	/* exported dma-bufs revoked */
 	/* indirect memory keys (remu_mkey.c) */
 	REMU_CNT_UMR_CONFIGS,		/* UMRs that configured a key */
 	REMU_CNT_UMR_ERRORS,		/* UMRs refused when executed */

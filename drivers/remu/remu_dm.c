@@ -31,13 +31,27 @@
  * Lifetime: an allocation is an rdma_user_mmap_entry (struct remu_dm
  * embeds it) whose kref is held by the DM object itself (dropped by
  * dealloc_dm through rdma_user_mmap_entry_remove()), by every mapping of
- * it (remu_umap.c) and by every MR on it.  The pages go back to the pool,
- * and struct remu_dm is freed, only at the last put (remu_dm_entry_free()),
- * so freed pages are never handed to another allocation while a mapping or
- * an MR can still reach them.  The core refuses to free a DM while MRs are
- * on it (EBUSY, ib_dm.usecnt).  Every entry is gone before the device is
- * released: the process's mappings hold its command file open, and
- * disassociation zaps them.
+ * it (remu_umap.c) and by every MR on it.  The core refuses to free a DM
+ * while MRs are on it (EBUSY, ib_dm.usecnt).  Every entry is gone before
+ * the device is released: the process's mappings hold its command file
+ * open, and disassociation zaps them.  The pages themselves have a
+ * reference count of their own (remu_dm.pages), held by the entry (dropped
+ * at its last put, remu_dm_entry_free()) and by every dma-buf exported
+ * from the allocation (remu_dmabuf_export.c, dropped at the dma-buf's
+ * release, which may come after the context, the process or the device
+ * are gone): the pages go back to the pool, and struct remu_dm is freed,
+ * only when both are gone (remu_dm_pages_free()), so freed pages are never
+ * handed to another allocation while a mapping, an MR or an importer of an
+ * exported dma-buf can still reach them.  The pool is reference counted
+ * too (the device and each allocation) and outlives the device while an
+ * exported dma-buf holds pages of it.
+ *
+ * Exported dma-bufs: each allocation lists its exports (remu_dm.exports,
+ * under remu_dm.exp_lock); dealloc_dm (ibv_free_dm, process exit, device
+ * disassociation) revokes every one of them before it removes the entry
+ * (remu_dmabuf_export_revoke(): importers get move_notify, later maps
+ * fail), and a DM being freed takes no new export.  Lock order:
+ * remu_dm.exp_lock, then the dma-buf's reservation lock.
  *
  * Statistics, readable by anyone: /sys/class/infiniband/DEV/dm_size (bytes
  * in the pool), dm_in_use (bytes allocated, whole pages), dm_allocs (live
@@ -75,6 +89,8 @@ MODULE_PARM_DESC(dm_ctx_pct,
 
 /**
  * struct remu_dm_pool - the device memory of one device
+ * @ref:	the device and each allocation (exported pages may outlive
+ *		the device)
  * @gp:		genalloc pool over the chunks (PAGE_SIZE granules)
  * @size:	bytes in all chunks
  * @largest:	bytes in the largest chunk: the largest allocation
@@ -82,6 +98,7 @@ MODULE_PARM_DESC(dm_ctx_pct,
  * @nr_alloc:	live allocations
  */
 struct remu_dm_pool {
+	struct kref ref;
 	struct gen_pool *gp;
 	u64 size;
 	u64 largest;
@@ -95,8 +112,14 @@ struct remu_dm_pool {
  * @me:		its mmap entry; the entry's kref is the allocation's lifetime
  * @pool:	the pool it came from
  * @quota:	its context's quota (referenced), charged with @size
- * @ibdev:	the device (for the trace events)
+ * @ibdev:	the device (for the trace events; an exported dma-buf that
+ *		holds @pages holds the device's struct too)
  * @size:	bytes taken from the pool (the length rounded up to pages)
+ * @pages:	the pages' users: the entry and each exported dma-buf
+ * @exp_lock:	protects @exports and @revoked
+ * @exports:	the dma-bufs exported from it and not revoked yet
+ *		(remu_dmabuf_export.c)
+ * @revoked:	dealloc_dm has begun: no more exports
  */
 struct remu_dm {
 	struct ib_dm ib_dm;
@@ -105,6 +128,10 @@ struct remu_dm {
 	struct remu_dm_quota *quota;
 	struct ib_device *ibdev;
 	size_t size;
+	struct kref pages;
+	struct mutex exp_lock;
+	struct list_head exports;
+	bool revoked;
 };
 
 /**
@@ -168,6 +195,8 @@ ADD_UVERBS_ATTRIBUTES_SIMPLE(
 
 static const struct uapi_definition remu_uapi_defs[] = {
 	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_DM, &remu_dm_alloc),
+	/* REMU_METHOD_DM_EXPORT_DMABUF (remu_dmabuf_export.c) */
+	UAPI_DEF_CHAIN(remu_dmabuf_export_defs),
 	UAPI_DEF_CHAIN(remu_import_defs),
 	{},
 };
@@ -185,6 +214,21 @@ static void remu_dm_pool_free(struct remu_dm_pool *pool)
 	gen_pool_for_each_chunk(pool->gp, remu_dm_free_chunk, NULL);
 	gen_pool_destroy(pool->gp);
 	kfree(pool);
+}
+
+/* the device and the last allocation are gone */
+static void remu_dm_pool_release(struct kref *ref)
+{
+	struct remu_dm_pool *pool = container_of(ref, struct remu_dm_pool,
+						 ref);
+
+	if (gen_pool_avail(pool->gp) != pool->size) {
+		/* genalloc BUGs on a pool in use: leak it, loudly, instead */
+		pr_err("%d device memory allocation(s) left at release\n",
+		       atomic_read(&pool->nr_alloc));
+		return;
+	}
+	remu_dm_pool_free(pool);
 }
 
 /**
@@ -212,6 +256,7 @@ int remu_dm_dev_init(struct remu_dev *rdev)
 	pool = kzalloc(sizeof(*pool), GFP_KERNEL);
 	if (!pool)
 		return -ENOMEM;
+	kref_init(&pool->ref);
 	pool->gp = gen_pool_create(PAGE_SHIFT, NUMA_NO_NODE);
 	if (!pool->gp) {
 		kfree(pool);
@@ -250,7 +295,9 @@ err_pool:
 
 /**
  * remu_dm_dev_fini - give a device's device memory back
- * @rdev: the device; every allocation is gone by now (see the file comment)
+ * @rdev: the device; every allocation is gone by now, but for pages an
+ *	exported dma-buf still holds: the pool outlives the device then
+ *	(see the file comment)
  */
 void remu_dm_dev_fini(struct remu_dev *rdev)
 {
@@ -259,14 +306,7 @@ void remu_dm_dev_fini(struct remu_dev *rdev)
 	if (!pool)
 		return;
 	rdev->dm = NULL;
-	if (gen_pool_avail(pool->gp) != pool->size) {
-		/* genalloc BUGs on a pool in use: leak it, loudly, instead */
-		pr_err("%s: %d device memory allocation(s) left at release\n",
-		       dev_name(&rdev->ib_dev.dev),
-		       atomic_read(&pool->nr_alloc));
-		return;
-	}
-	remu_dm_pool_free(pool);
+	kref_put(&pool->ref, remu_dm_pool_release);
 }
 
 /* ---- statistics: sysfs, /sys/class/infiniband/DEV/dm_* ---- */
@@ -344,21 +384,35 @@ static unsigned long remu_dm_pfn(struct remu_mmap_entry *me, unsigned long off)
 	return PHYS_PFN(virt_to_phys(me->buf + off));
 }
 
-/* the last reference (DM object, mappings, MRs) is gone */
-static void remu_dm_entry_free(struct remu_mmap_entry *me)
+/*
+ * The last user of the pages (the entry, exported dma-bufs) is gone: back
+ * to the pool.  dm->ibdev is still there: an export holds the device's
+ * struct until after it drops the pages.
+ */
+static void remu_dm_pages_free(struct kref *ref)
 {
-	struct remu_dm *dm = container_of(me, struct remu_dm, me);
+	struct remu_dm *dm = container_of(ref, struct remu_dm, pages);
 	struct remu_dm_pool *pool = dm->pool;
 
-	gen_pool_free(pool->gp, (unsigned long)me->buf, dm->size);
+	gen_pool_free(pool->gp, (unsigned long)dm->me.buf, dm->size);
 	atomic64_sub(dm->size, &pool->in_use);
 	atomic_dec(&pool->nr_alloc);
 	atomic64_sub(dm->size, &dm->quota->used);
 	remu_dm_quota_put(dm->quota);
-	trace_remu_dm_free(dm->ibdev, rdma_user_mmap_get_offset(&me->rdma),
+	trace_remu_dm_free(dm->ibdev, rdma_user_mmap_get_offset(&dm->me.rdma),
 			   dm->size, atomic64_read(&pool->in_use));
+	mutex_destroy(&dm->exp_lock);
 	kfree(dm);
+	kref_put(&pool->ref, remu_dm_pool_release);
 	remu_obj_put(REMU_OBJ_DM);
+}
+
+/* the last reference to the entry (DM object, mappings, MRs) is gone */
+static void remu_dm_entry_free(struct remu_mmap_entry *me)
+{
+	struct remu_dm *dm = container_of(me, struct remu_dm, me);
+
+	kref_put(&dm->pages, remu_dm_pages_free);
 }
 
 static void remu_dm_mapped(struct remu_mmap_entry *me, unsigned long va)
@@ -419,6 +473,9 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 	dm->pool = pool;
 	dm->ibdev = ibdev;
 	dm->size = PAGE_ALIGN(attr->length);
+	kref_init(&dm->pages);
+	mutex_init(&dm->exp_lock);
+	INIT_LIST_HEAD(&dm->exports);
 	addr = gen_pool_alloc_algo(pool->gp, dm->size,
 				   gen_pool_first_fit_align, &align);
 	if (!addr) {
@@ -436,6 +493,7 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 		gen_pool_free(pool->gp, addr, dm->size);
 		atomic64_sub(dm->size, &pool->in_use);
 		atomic_dec(&pool->nr_alloc);
+		mutex_destroy(&dm->exp_lock);
 		kfree(dm);
 		atomic64_sub(PAGE_ALIGN(attr->length), &quota->used);
 		return ERR_PTR(err);
@@ -443,6 +501,7 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 	/* from here on the entry owns dm: remu_dm_entry_free() undoes all */
 	kref_get(&quota->ref);
 	dm->quota = quota;
+	kref_get(&pool->ref);
 	remu_obj_get(REMU_OBJ_DM);
 
 	resp.mmap_offset = rdma_user_mmap_get_offset(&dm->me.rdma);
@@ -467,12 +526,26 @@ err_quota:
  * @ibdm: the DM
  * @attrs: unused
  *
- * The pages stay out of the pool until the process unmaps them.
+ * Called for ibv_free_dm() and, with the process's other objects, at
+ * process exit and device disassociation.  Every dma-buf exported from
+ * the DM is revoked first: importers are told (move_notify) and can map
+ * it no more.  The pages stay out of the pool until the process unmaps
+ * them and every exported dma-buf is released.
  * Return: 0.
  */
 int remu_dealloc_dm(struct ib_dm *ibdm, struct uverbs_attr_bundle *attrs)
 {
-	rdma_user_mmap_entry_remove(&to_remu_dm(ibdm)->me.rdma);
+	struct remu_dm *dm = to_remu_dm(ibdm);
+	struct list_head *node, *next;
+
+	mutex_lock(&dm->exp_lock);
+	dm->revoked = true;
+	list_for_each_safe(node, next, &dm->exports) {
+		list_del_init(node);
+		remu_dmabuf_export_revoke(node);
+	}
+	mutex_unlock(&dm->exp_lock);
+	rdma_user_mmap_entry_remove(&dm->me.rdma);
 	return 0;
 }
 
@@ -488,9 +561,75 @@ void remu_dm_query(struct ib_dm *ibdm, struct remu_query_dm_resp *resp)
 {
 	struct remu_dm *dm = to_remu_dm(ibdm);
 
-	resp->mmap_offset = rdma_user_mmap_get_offset(&dm->me.rdma);
+	resp->mmap_offset = remu_dm_mmap_offset(dm);
 	resp->mmap_size = dm->size;
 	resp->length = ibdm->length;
+}
+
+/* ---- exported dma-bufs (remu_dmabuf_export.c) ---- */
+
+/**
+ * remu_dm_export_pages - an exported dma-buf takes the pages of @ibdm
+ * @ibdm: the DM; its uverbs object is locked by the caller's method
+ * @phys: out: physical address of the allocation (contiguous pages)
+ * @size: out: bytes (whole pages)
+ *
+ * Return: the allocation, whose pages stay out of the pool until
+ * remu_dm_export_drop(); the exporter lists itself with
+ * remu_dm_export_publish() once its dma-buf exists.
+ */
+struct remu_dm *remu_dm_export_pages(struct ib_dm *ibdm, phys_addr_t *phys,
+				     size_t *size)
+{
+	struct remu_dm *dm = to_remu_dm(ibdm);
+
+	kref_get(&dm->pages);
+	*phys = virt_to_phys(dm->me.buf);
+	*size = dm->size;
+	return dm;
+}
+
+/**
+ * remu_dm_export_publish - list an exported dma-buf among @dm's exports
+ * @dm: from remu_dm_export_pages()
+ * @node: the export's entry, revoked by remu_dealloc_dm()
+ *
+ * Return: 0, or -ENODEV if the DM is being freed (nothing listed).
+ */
+int remu_dm_export_publish(struct remu_dm *dm, struct list_head *node)
+{
+	int err = 0;
+
+	mutex_lock(&dm->exp_lock);
+	if (dm->revoked)
+		err = -ENODEV;
+	else
+		list_add_tail(node, &dm->exports);
+	mutex_unlock(&dm->exp_lock);
+	return err;
+}
+
+/**
+ * remu_dm_export_drop - an exported dma-buf is released
+ * @dm: from remu_dm_export_pages()
+ * @node: its entry (taken off the list if still there; initialised)
+ *
+ * Drops the pages; the last user gives them back to the pool.
+ * Context: may sleep; no reservation lock held.
+ */
+void remu_dm_export_drop(struct remu_dm *dm, struct list_head *node)
+{
+	mutex_lock(&dm->exp_lock);
+	if (!list_empty(node))
+		list_del_init(node);
+	mutex_unlock(&dm->exp_lock);
+	kref_put(&dm->pages, remu_dm_pages_free);
+}
+
+/** remu_dm_mmap_offset - the mmap offset that names @dm (trace events) */
+u64 remu_dm_mmap_offset(struct remu_dm *dm)
+{
+	return rdma_user_mmap_get_offset(&dm->me.rdma);
 }
 
 /* ---- the MR backing (REMU_MR_DM) ---- */

@@ -18,6 +18,7 @@
  * atomic's read-modify-write only, never across ->map() or a copy.
  */
 #include <linux/highmem.h>
+#include <linux/io.h>
 #include <linux/ioport.h>
 #include <linux/libnvdimm.h>
 #include <linux/log2.h>
@@ -246,6 +247,31 @@ typedef int (*remu_seg_fn)(void *kaddr, unsigned int n, u64 done, bool write,
 			   void *arg);
 
 /*
+ * An I/O memory segment: @fn works on a bounce buffer, a piece at a time,
+ * filled from (reads) or written to (writes) the segment with the io
+ * accessors, which is all such memory may be touched with.
+ */
+static int remu_seg_io(void __iomem *io, unsigned int n, u64 done,
+		       bool write, remu_seg_fn fn, void *arg)
+{
+	u8 bounce[256];
+	unsigned int pos, c;
+	int err;
+
+	for (pos = 0; pos < n; pos += c) {
+		c = min_t(unsigned int, n - pos, sizeof(bounce));
+		if (!write)
+			memcpy_fromio(bounce, io + pos, c);
+		err = fn(bounce, c, done + pos, write, arg);
+		if (err)
+			return err;
+		if (write)
+			memcpy_toio(io + pos, bounce, c);
+	}
+	return 0;
+}
+
+/*
  * The one loop every copy goes through: bounds, then segment by segment
  * map (with fault-and-retry), kmap, copy, unmap.
  */
@@ -266,6 +292,16 @@ static int remu_mr_walk(struct remu_mr *mr, u64 iova, u64 len, bool write,
 		err = remu_mr_map_seg(mr, off + done, len - done, write, &seg);
 		if (err)
 			return err;
+		if (seg.iomem) {
+			err = remu_seg_io(seg.iomem, seg.len, done, write, fn,
+					  arg);
+			remu_mr_unmap_seg(mr, &seg);
+			if (err)
+				return err;
+			done += seg.len;
+			cond_resched();
+			continue;
+		}
 		if (seg.page)
 			kaddr = kmap_local_page(seg.page) + seg.offset;
 		else
@@ -455,6 +491,32 @@ int remu_mr_frag_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 	return 0;
 }
 
+/*
+ * remu_mr_atomic() on I/O memory: the operand is read and written with
+ * 64-bit io accessors under the device's atomic lock, so it is atomic
+ * with respect to every other remu atomic, as on ordinary memory.
+ */
+static int remu_mr_atomic_io(struct remu_mr *mr, struct remu_mr_seg *seg,
+			     enum remu_atomic_op op, u64 a, u64 b, u64 *orig)
+{
+	spinlock_t *lock = &mr->rdev->mrs.atomic_lock;
+	u64 old;
+
+	if (seg->len < sizeof(u64) || !IS_ALIGNED((uintptr_t)seg->iomem, 8))
+		return -EINVAL;
+	spin_lock_bh(lock);
+	old = readq(seg->iomem);
+	if (op == REMU_ATOMIC_FETCH_ADD)
+		writeq(old + a, seg->iomem);
+	else if (op == REMU_ATOMIC_CMP_SWP && old == a)
+		writeq(b, seg->iomem);
+	else if (op == REMU_ATOMIC_WRITE)
+		writeq(a, seg->iomem);
+	spin_unlock_bh(lock);
+	*orig = old;
+	return 0;
+}
+
 int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
 		   u64 a, u64 b, u64 *orig)
 {
@@ -472,6 +534,11 @@ int remu_mr_atomic(struct remu_mr *mr, u64 iova, enum remu_atomic_op op,
 	err = remu_mr_map_seg(mr, iova - mr->iova, sizeof(u64), true, &seg);
 	if (err)
 		return err;
+	if (seg.iomem) {
+		err = remu_mr_atomic_io(mr, &seg, op, a, b, orig);
+		remu_mr_unmap_seg(mr, &seg);
+		return err;
+	}
 	kaddr = seg.page ? kmap_local_page(seg.page) + seg.offset : seg.kaddr;
 	/*
 	 * The core makes a user MR's iova agree with its address within the

@@ -145,6 +145,9 @@ enum remu_atomic_op {
  * struct remu_mr_seg - one contiguous piece of an MR, as ->map() gives it
  * @page:	the page, or NULL when @kaddr is a direct kernel mapping
  * @kaddr:	kernel address of the data when @page is NULL
+ * @iomem:	or I/O memory (a device's BAR, a dma-buf whose CPU mapping
+ *		is I/O memory): reached with the io accessors only; @page
+ *		and @kaddr are then unused
  * @offset:	byte offset of the data in @page (unused with @kaddr)
  * @len:	contiguous bytes available here (>= 1)
  * @priv:	for the backing's ->unmap()
@@ -155,6 +158,7 @@ enum remu_atomic_op {
 struct remu_mr_seg {
 	struct page *page;
 	void *kaddr;
+	void __iomem *iomem;
 	unsigned int offset;
 	unsigned int len;
 	void *priv;

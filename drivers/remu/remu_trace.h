@@ -516,6 +516,107 @@ DEFINE_EVENT(remu_dmabuf_class, remu_dmabuf_remap,
 		 u32 key, int ret),
 	TP_ARGS(ibdev, dmabuf, key, ret));
 
+/*
+ * A peer-to-peer import mapped the exporter's DMA addresses (@addr the
+ * first) and reached them as @ranges CPU ranges, @iomem of them I/O
+ * memory (@ret: 0 or -errno; -ENODEV: the exporter revoked the buffer).
+ */
+TRACE_EVENT(remu_dmabuf_p2p_map,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u32 key, u64 addr, u32 ranges, u32 iomem, int ret),
+	TP_ARGS(ibdev, dmabuf, key, addr, ranges, iomem, ret),
+	TP_STRUCT__entry(
+		REMU_TRACE_DEV_FIELD
+		__field(u64, ino)
+		__field(u64, addr)
+		__field(u32, key)
+		__field(u32, ranges)
+		__field(u32, iomem)
+		__field(int, ret)
+	),
+	TP_fast_assign(
+		REMU_TRACE_DEV_ASSIGN(ibdev);
+		__entry->ino = file_inode(dmabuf->file)->i_ino;
+		__entry->addr = addr;
+		__entry->key = key;
+		__entry->ranges = ranges;
+		__entry->iomem = iomem;
+		__entry->ret = ret;
+	),
+	TP_printk("dev=%s ino=%llu key=0x%x addr=0x%llx ranges=%u iomem=%u ret=%d",
+		  __entry->dev, __entry->ino, __entry->key, __entry->addr,
+		  __entry->ranges, __entry->iomem, __entry->ret)
+);
+
+/* ---- device memory exported as a dma-buf ---- */
+
+/*
+ * @ino names the exported dma-buf (0 when the export failed before it
+ * existed), @mmap_off the DM allocation (as the remu_dm_* events name it);
+ * @val is per event.
+ */
+DECLARE_EVENT_CLASS(remu_dmabuf_exp_class,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret),
+	TP_STRUCT__entry(
+		REMU_TRACE_DEV_FIELD
+		__field(u64, ino)
+		__field(u64, mmap_off)
+		__field(u64, val)
+		__field(int, ret)
+	),
+	TP_fast_assign(
+		REMU_TRACE_DEV_ASSIGN(ibdev);
+		__entry->ino = dmabuf ? file_inode(dmabuf->file)->i_ino : 0;
+		__entry->mmap_off = mmap_off;
+		__entry->val = val;
+		__entry->ret = ret;
+	),
+	TP_printk("dev=%s ino=%llu mmap_off=0x%llx val=0x%llx ret=%d",
+		  __entry->dev, __entry->ino, __entry->mmap_off, __entry->val,
+		  __entry->ret)
+);
+
+/* a DM exported: @val its size, @ret the new fd or -errno */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_export,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
+/* an importer attaches: @val 1 if it takes peer-to-peer addresses */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_exp_attach,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
+/* an importer maps it: @val the DMA address it got (@ret 0 or -errno) */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_exp_map,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
+/* an importer unmaps it: @val the DMA address */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_exp_unmap,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
+/*
+ * The DM was freed (ibv_free_dm, process exit, device removal): the
+ * importers were told; @val the mappings they still hold after it
+ */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_exp_revoke,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
+/* the dma-buf's last reference is gone: it lets go of the DM's pages */
+DEFINE_EVENT(remu_dmabuf_exp_class, remu_dmabuf_exp_release,
+	TP_PROTO(const struct ib_device *ibdev, const struct dma_buf *dmabuf,
+		 u64 mmap_off, u64 val, int ret),
+	TP_ARGS(ibdev, dmabuf, mmap_off, val, ret));
+
 /* ---- memory windows ---- */
 
 /* a bind WQE executed: window @b->mw_key gets @b->new_key (@err 0 or -errno) */

@@ -98,6 +98,33 @@ static inline struct remu_tdb_info tdb_info(int ctl, int fd)
 	return i;
 }
 
+/* revoke (1) or re-enable (0) a buffer: 0 or -errno */
+static inline int tdb_revoke(int ctl, int fd, int revoke)
+{
+	struct remu_tdb_revoke r = { .fd = fd, .revoke = revoke };
+
+	return ioctl(ctl, REMU_TDB_REVOKE, &r) ? -errno : 0;
+}
+
+/* the test importer of @ctl's open file takes @fd: 0 or -errno */
+static inline int tdb_import(int ctl, int fd, unsigned int flags,
+			     struct remu_tdb_import *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->fd = fd;
+	out->flags = flags;
+	return ioctl(ctl, REMU_TDB_IMPORT, out) ? -errno : 0;
+}
+
+static inline struct remu_tdb_import_info tdb_import_info(int ctl)
+{
+	struct remu_tdb_import_info i = {};
+
+	if (ioctl(ctl, REMU_TDB_IMPORT_INFO, &i))
+		i.moves = ~0ULL;
+	return i;
+}
+
 /* ---- RC pair ---- */
 
 /**
@@ -180,5 +207,36 @@ static inline int post_recv1(struct side *s, uint64_t addr, uint32_t lkey,
 
 /* host address of @s's host buffer at byte @off */
 #define HOST(s, off)	((uintptr_t)(s)->host + (off))
+
+/* one 8-byte atomic from @s at @raddr (@rkey), old value to @s's host[0] */
+static inline int atomic1(struct side *s, enum ibv_wr_opcode op,
+			  uint64_t raddr, uint32_t rkey, uint64_t cmp_add,
+			  uint64_t swap)
+{
+	struct ibv_sge sge = { HOST(s, 0), 8, s->host_mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1,
+				  .opcode = op };
+
+	wr.wr.atomic.remote_addr = raddr;
+	wr.wr.atomic.rkey = rkey;
+	wr.wr.atomic.compare_add = cmp_add;
+	wr.wr.atomic.swap = swap;
+	return remu_run_wr(s->qp, s->cq, &wr, 20);
+}
+
+/* both QPs through RESET and connected again (after an error): 0 or -1 */
+static inline int side_reconnect(struct side *a, struct side *b)
+{
+	struct remu_conn_attr ra = REMU_RC_ATTR(0x321);
+	struct remu_conn_dest da = { .qpn = b->qp->qp_num, .gid = b->gid,
+				     .mtu = remu_min_mtu(a->mtu, b->mtu) };
+	struct remu_conn_dest db = { .qpn = a->qp->qp_num, .gid = a->gid,
+				     .mtu = da.mtu };
+
+	ra.reset = true;
+	if (remu_qp_connect(a->qp, &ra, GID_INDEX, &da))
+		return -1;
+	return remu_qp_connect(b->qp, &ra, GID_INDEX, &db) ? -1 : 0;
+}
 
 #endif /* REMU_DMABUF_LIB_H */

@@ -25,12 +25,32 @@
  * evicted one too (ENODATA: nothing to move).
  * REMU_TDB_READ/WRITE reach the backing store directly.
  *
+ * Other kinds of exporter, by creation flag: REMU_TDB_P2P behaves as
+ * VFIO's BAR export in 7.x (peer2peer importers only, no pin, no vmap,
+ * a table of DMA addresses from dma_map_resource() with no struct page);
+ * REMU_TDB_IOMEM hands its pages out as I/O memory from vmap, as a GPU
+ * driver hands out VRAM behind a BAR (the pages are RAM; the importer
+ * must still use the io accessors); REMU_TDB_BAD_DMA (with P2P) hands
+ * out an address no memory is at, REMU_TDB_NO_PATH (with P2P) fails
+ * every map with EINVAL, as 7.x's P2P helper does for an importer it
+ * has no path to.  REMU_TDB_REVOKE revokes a buffer with no vmap and
+ * re-enables it, as VFIO does when memory decode is turned off and on.
+ *
+ * The test importer (REMU_TDB_IMPORT*): each open file of the device can
+ * attach to any dma-buf (remu's exported device memory, in the tests) as
+ * a dynamic importer, with or without peer2peer, pin and map it, read and
+ * write through the DMA addresses it was given, and count move_notify
+ * (which unmaps at once).  It attaches with a struct device of its own
+ * (64-bit DMA mask, direct mapped), or one with no DMA mask at all.
+ *
  * Loaded and unloaded by selftests/run_tests.sh around remu_dmabuf_test
  * only; never part of a remu installation.
  *
  * Locking: all of a buffer's state is under its dma-buf's reservation lock
  * (the dma-buf core calls pin, map and vmap with it held).  User copies are
- * made outside it, through a bounce buffer.
+ * made outside it, through a bounce buffer.  An importer's state is under
+ * its file's mutex and, for what move_notify changes, the imported
+ * dma-buf's reservation lock (mutex first).
  */
 #include <linux/delay.h>
 #include <linux/dma-buf.h>
@@ -39,6 +59,7 @@
 #include <linux/dma-resv.h>
 #include <linux/fs.h>
 #include <linux/highmem.h>
+#include <linux/io.h>
 #include <linux/iosys-map.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
@@ -59,8 +80,13 @@ REMU_IMPORT_NS(DMA_BUF);
  * @pages:	the backing pages, NULL while evicted
  * @swap:	the content while evicted
  * @vaddr:	the CPU mapping handed to vmap, or NULL
- * @pins:	pin count
- * @moves, @evictions, @vmaps: statistics for REMU_TDB_INFO
+ * @pins:	pin count (P2P buffers: none, see @p2p_pins)
+ * @flags:	REMU_TDB_* of its creation
+ * @revoked:	REMU_TDB_REVOKE in force
+ * @mapped:	sg tables mapped now
+ * @p2p_pins:	P2P: pins the dma-buf core took around maps (they stop
+ *		neither a move nor a revoke)
+ * @moves, @evictions, @vmaps, @maps: statistics for REMU_TDB_INFO
  */
 struct tdb_buf {
 	struct dma_buf *dmabuf;
@@ -69,10 +95,39 @@ struct tdb_buf {
 	void *swap;
 	void *vaddr;
 	unsigned int pins;
+	u32 flags;
+	bool revoked;
+	unsigned int mapped;
+	unsigned int p2p_pins;
 	u64 moves;
 	u64 evictions;
 	u64 vmaps;
+	u64 maps;
 };
+
+/**
+ * struct tdb_imp - the test importer of one open file
+ * @lock:	serialises the ioctls of the file
+ * @dmabuf:	the imported dma-buf, or NULL
+ * @attach:	the attachment
+ * @sgt:	the mapped table, or NULL (under the reservation lock)
+ * @pinned:	dma_buf_pin() succeeded
+ * @moves:	move_notify calls (under the reservation lock)
+ */
+struct tdb_imp {
+	struct mutex lock;
+	struct dma_buf *dmabuf;
+	struct dma_buf_attachment *attach;
+	struct sg_table *sgt;
+	bool pinned;
+	u64 moves;
+};
+
+/*
+ * what the test importer attaches with: direct mapped, 64-bit mask; and
+ * a device with no DMA mask (REMU_TDB_IMP_NOMASK)
+ */
+static struct device *tdb_imp_dev, *tdb_imp_nomask_dev;
 
 /* a delayed move: copies @old into @buf's pages, then signals @fence */
 struct tdb_move_work {
@@ -87,7 +142,8 @@ static struct workqueue_struct *tdb_wq;
 static u64 tdb_fence_context;
 static atomic64_t tdb_fence_seqno;
 
-static const struct dma_buf_ops tdb_ops, tdb_ops_novmap;
+static const struct dma_buf_ops tdb_ops, tdb_ops_novmap, tdb_ops_iomem,
+	tdb_ops_p2p;
 
 static void tdb_free_pages(struct page **pages, unsigned int n)
 {
@@ -145,7 +201,7 @@ static int tdb_populate(struct tdb_buf *buf)
 static int tdb_pin(struct dma_buf_attachment *attach)
 {
 	struct tdb_buf *buf = attach->dmabuf->priv;
-	int err = tdb_populate(buf);
+	int err = buf->revoked ? -ENODEV : tdb_populate(buf);
 
 	if (!err)
 		buf->pins++;
@@ -166,7 +222,7 @@ static struct sg_table *tdb_map(struct dma_buf_attachment *attach,
 	struct sg_table *sgt;
 	int err;
 
-	err = tdb_populate(buf);
+	err = buf->revoked ? -ENODEV : tdb_populate(buf);
 	if (err)
 		return ERR_PTR(err);
 	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
@@ -180,6 +236,8 @@ static struct sg_table *tdb_map(struct dma_buf_attachment *attach,
 	err = dma_map_sgtable(attach->dev, sgt, dir, 0);
 	if (err)
 		goto err_table;
+	buf->mapped++;
+	buf->maps++;
 	return sgt;
 
 err_table:
@@ -192,9 +250,12 @@ err_free:
 static void tdb_unmap(struct dma_buf_attachment *attach, struct sg_table *sgt,
 		      enum dma_data_direction dir)
 {
+	struct tdb_buf *buf = attach->dmabuf->priv;
+
 	dma_unmap_sgtable(attach->dev, sgt, dir, 0);
 	sg_free_table(sgt);
 	kfree(sgt);
+	buf->mapped--;
 }
 
 static int tdb_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
@@ -208,7 +269,11 @@ static int tdb_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 	if (!buf->vaddr)
 		return -ENOMEM;
 	buf->vmaps++;
-	iosys_map_set_vaddr(map, buf->vaddr);
+	if (buf->flags & REMU_TDB_IOMEM)
+		/* RAM, but the importer must treat it as a BAR */
+		iosys_map_set_vaddr_iomem(map, (void __iomem __force *)buf->vaddr);
+	else
+		iosys_map_set_vaddr(map, buf->vaddr);
 	return 0;
 }
 
@@ -244,6 +309,161 @@ static const struct dma_buf_ops tdb_ops_novmap = {
 	.unpin = tdb_unpin,
 	.map_dma_buf = tdb_map,
 	.unmap_dma_buf = tdb_unmap,
+	.release = tdb_release,
+};
+
+/* the same ops; tdb_vmap() marks the mapping as I/O memory */
+static const struct dma_buf_ops tdb_ops_iomem = {
+	.pin = tdb_pin,
+	.unpin = tdb_unpin,
+	.map_dma_buf = tdb_map,
+	.unmap_dma_buf = tdb_unmap,
+	.release = tdb_release,
+	.vmap = tdb_vmap,
+	.vunmap = tdb_vunmap,
+};
+
+/* ---- P2P buffers: as VFIO's BAR export ---- */
+
+/* an address no memory is at (REMU_TDB_BAD_DMA) */
+#define TDB_BAD_DMA	(1ULL << 45)
+
+static int tdb_p2p_attach(struct dma_buf *dmabuf,
+			  struct dma_buf_attachment *attach)
+{
+	struct tdb_buf *buf = dmabuf->priv;
+
+	if (!attach->peer2peer)
+		return -EOPNOTSUPP;
+	return READ_ONCE(buf->revoked) ? -ENODEV : 0;
+}
+
+/*
+ * Refused as VFIO does, but where the dma-buf core pins around every map
+ * by a dynamic importer (REMU_DMABUF_PIN_ON_MAP): there such a pin only
+ * brackets a mapping, and neither a move nor a revoke waits for it.
+ */
+static int tdb_p2p_pin(struct dma_buf_attachment *attach)
+{
+	struct tdb_buf *buf = attach->dmabuf->priv;
+
+	if (!REMU_DMABUF_PIN_ON_MAP)
+		return -EOPNOTSUPP;
+	if (buf->revoked)
+		return -ENODEV;
+	buf->p2p_pins++;
+	return 0;
+}
+
+static void tdb_p2p_unpin(struct dma_buf_attachment *attach)
+{
+	struct tdb_buf *buf = attach->dmabuf->priv;
+
+	buf->p2p_pins--;
+}
+
+/* undo the first @n entries of a P2P table */
+static void tdb_p2p_unmap_n(struct device *dev, struct sg_table *sgt,
+			    unsigned int n, bool bad,
+			    enum dma_data_direction dir)
+{
+	struct scatterlist *sg;
+	unsigned int i;
+
+	for_each_sgtable_dma_sg(sgt, sg, i) {
+		if (i >= n)
+			break;
+		if (!bad)
+			dma_unmap_resource(dev, sg_dma_address(sg),
+					   sg_dma_len(sg), dir, 0);
+	}
+}
+
+/*
+ * A table of DMA addresses only: one entry per run of physically
+ * contiguous pages, each from dma_map_resource(), no struct page.
+ */
+static struct sg_table *tdb_p2p_map(struct dma_buf_attachment *attach,
+				    enum dma_data_direction dir)
+{
+	struct tdb_buf *buf = attach->dmabuf->priv;
+	bool bad = buf->flags & REMU_TDB_BAD_DMA;
+	unsigned int i, n = 0, runs = 0;
+	struct scatterlist *sg;
+	struct sg_table *sgt;
+	int err;
+
+	err = buf->revoked ? -ENODEV : tdb_populate(buf);
+	if (err)
+		return ERR_PTR(err);
+	if (buf->flags & REMU_TDB_NO_PATH)
+		return ERR_PTR(-EINVAL);
+	if (!attach->dev->dma_mask)
+		return ERR_PTR(-EOPNOTSUPP);
+	for (i = 0; i < buf->npages; i++)
+		if (!i || page_to_phys(buf->pages[i]) !=
+			  page_to_phys(buf->pages[i - 1]) + PAGE_SIZE)
+			runs++;
+	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
+	if (!sgt)
+		return ERR_PTR(-ENOMEM);
+	err = sg_alloc_table(sgt, runs, GFP_KERNEL);
+	if (err)
+		goto err_free;
+	sg = sgt->sgl;
+	for (i = 0; i < buf->npages; ) {
+		phys_addr_t phys = page_to_phys(buf->pages[i]);
+		unsigned int len = PAGE_SIZE;
+		dma_addr_t addr;
+		u64 off = (u64)i << PAGE_SHIFT;
+
+		while (++i < buf->npages &&
+		       page_to_phys(buf->pages[i]) == phys + len)
+			len += PAGE_SIZE;
+		if (bad) {
+			addr = TDB_BAD_DMA + off;
+		} else {
+			addr = dma_map_resource(attach->dev, phys, len, dir, 0);
+			if (dma_mapping_error(attach->dev, addr)) {
+				err = -EIO;
+				goto err_unmap;
+			}
+		}
+		sg_dma_address(sg) = addr;
+		sg_dma_len(sg) = len;
+		sg = sg_next(sg);
+		n++;
+	}
+	buf->mapped++;
+	buf->maps++;
+	return sgt;
+
+err_unmap:
+	tdb_p2p_unmap_n(attach->dev, sgt, n, bad, dir);
+	sg_free_table(sgt);
+err_free:
+	kfree(sgt);
+	return ERR_PTR(err);
+}
+
+static void tdb_p2p_unmap(struct dma_buf_attachment *attach,
+			  struct sg_table *sgt, enum dma_data_direction dir)
+{
+	struct tdb_buf *buf = attach->dmabuf->priv;
+
+	tdb_p2p_unmap_n(attach->dev, sgt, sgt->nents,
+			buf->flags & REMU_TDB_BAD_DMA, dir);
+	sg_free_table(sgt);
+	kfree(sgt);
+	buf->mapped--;
+}
+
+static const struct dma_buf_ops tdb_ops_p2p = {
+	.attach = tdb_p2p_attach,
+	.pin = tdb_p2p_pin,
+	.unpin = tdb_p2p_unpin,
+	.map_dma_buf = tdb_p2p_map,
+	.unmap_dma_buf = tdb_p2p_unmap,
 	.release = tdb_release,
 };
 
@@ -290,7 +510,7 @@ static struct tdb_buf *tdb_get(int fd)
 
 	if (IS_ERR(dmabuf))
 		return ERR_CAST(dmabuf);
-	if (dmabuf->ops != &tdb_ops && dmabuf->ops != &tdb_ops_novmap) {
+	if (dmabuf->ops->release != tdb_release) {
 		dma_buf_put(dmabuf);
 		return ERR_PTR(-EINVAL);
 	}
@@ -324,18 +544,31 @@ static long tdb_create(struct remu_tdb_create __user *uarg)
 	if (copy_from_user(&c, uarg, sizeof(c)))
 		return -EFAULT;
 	if (!c.size || c.size > REMU_TDB_MAX_SIZE ||
-	    c.flags & ~(REMU_TDB_RDONLY | REMU_TDB_NO_VMAP))
+	    c.flags & ~(REMU_TDB_RDONLY | REMU_TDB_NO_VMAP | REMU_TDB_P2P |
+			REMU_TDB_IOMEM | REMU_TDB_BAD_DMA | REMU_TDB_NO_PATH) ||
+	    hweight32(c.flags & (REMU_TDB_NO_VMAP | REMU_TDB_P2P |
+				 REMU_TDB_IOMEM)) > 1 ||
+	    ((c.flags & (REMU_TDB_BAD_DMA | REMU_TDB_NO_PATH)) &&
+	     !(c.flags & REMU_TDB_P2P)))
 		return -EINVAL;
 	buf = kzalloc(sizeof(*buf), GFP_KERNEL);
 	if (!buf)
 		return -ENOMEM;
 	buf->npages = DIV_ROUND_UP(c.size, PAGE_SIZE);
+	buf->flags = c.flags;
 	buf->pages = tdb_alloc_pages(buf->npages);
 	if (!buf->pages) {
 		kfree(buf);
 		return -ENOMEM;
 	}
-	exp.ops = c.flags & REMU_TDB_NO_VMAP ? &tdb_ops_novmap : &tdb_ops;
+	if (c.flags & REMU_TDB_NO_VMAP)
+		exp.ops = &tdb_ops_novmap;
+	else if (c.flags & REMU_TDB_P2P)
+		exp.ops = &tdb_ops_p2p;
+	else if (c.flags & REMU_TDB_IOMEM)
+		exp.ops = &tdb_ops_iomem;
+	else
+		exp.ops = &tdb_ops;
 	exp.size = (size_t)buf->npages << PAGE_SHIFT;
 	exp.flags = c.flags & REMU_TDB_RDONLY ? O_RDONLY : O_RDWR;
 	exp.priv = buf;
@@ -425,9 +658,9 @@ out_put:
  */
 static int tdb_check_unmapped(struct tdb_buf *buf, const char *what)
 {
-	if (!buf->vaddr)
+	if (!buf->vaddr && !((buf->flags & REMU_TDB_P2P) && buf->mapped))
 		return 0;
-	pr_err("%s: an importer kept its CPU mapping across move_notify; %s refused\n",
+	pr_err("%s: an importer kept its mapping across move_notify; %s refused\n",
 	       REMU_TDB_DEVNAME, what);
 	return -EBUSY;
 }
@@ -574,11 +807,329 @@ static long tdb_info(struct remu_tdb_info __user *uarg)
 	info.vmaps = buf->vmaps;
 	info.vmapped = !!buf->vaddr;
 	info.pins = buf->pins;
+	info.mapped = buf->mapped;
+	info.maps = buf->maps;
+	info.revoked = buf->revoked;
+	info.p2p_pins = buf->p2p_pins;
 	list_for_each_entry(a, &buf->dmabuf->attachments, node)
 		info.attachments++;
 	dma_resv_unlock(buf->dmabuf->resv);
 	dma_buf_put(buf->dmabuf);
 	return copy_to_user(uarg, &info, sizeof(info)) ? -EFAULT : 0;
+}
+
+static long tdb_revoke(struct remu_tdb_revoke __user *uarg)
+{
+	struct remu_tdb_revoke r;
+	struct tdb_buf *buf;
+	long err;
+
+	if (copy_from_user(&r, uarg, sizeof(r)))
+		return -EFAULT;
+	if (r.revoke > 1)
+		return -EINVAL;
+	buf = tdb_get(r.fd);
+	if (IS_ERR(buf))
+		return PTR_ERR(buf);
+	/*
+	 * Only buffers with no CPU mapping (as VFIO's): the dma-buf core
+	 * WARNs when an exporter's vmap fails, so an exporter that offers
+	 * vmap cannot take it away.
+	 */
+	err = -EINVAL;
+	if (buf->dmabuf->ops->vmap)
+		goto out_put;
+	err = tdb_lock_idle(buf);
+	if (err)
+		goto out_put;
+	buf->revoked = r.revoke;
+	/* revoked: importers unmap; re-enabled: they may map again */
+	dma_buf_move_notify(buf->dmabuf);
+	if (r.revoke)
+		err = tdb_check_unmapped(buf, "revoke");
+	dma_resv_unlock(buf->dmabuf->resv);
+out_put:
+	dma_buf_put(buf->dmabuf);
+	return err;
+}
+
+/* ---- the test importer ---- */
+
+/* move_notify: the exporter holds the reservation lock; unmap at once */
+static void tdb_imp_move_notify(struct dma_buf_attachment *attach)
+{
+	struct tdb_imp *imp = attach->importer_priv;
+
+	imp->moves++;
+	if (imp->sgt) {
+		dma_buf_unmap_attachment(attach, imp->sgt, DMA_BIDIRECTIONAL);
+		imp->sgt = NULL;
+	}
+}
+
+static const struct dma_buf_attach_ops tdb_imp_ops = {
+	.allow_peer2peer = false,
+	.REMU_DMABUF_MOVE_NOTIFY = tdb_imp_move_notify,
+};
+
+static const struct dma_buf_attach_ops tdb_imp_p2p_ops = {
+	.allow_peer2peer = true,
+	.REMU_DMABUF_MOVE_NOTIFY = tdb_imp_move_notify,
+};
+
+/* imp->lock held: map (again); the reservation lock held */
+static int tdb_imp_map(struct tdb_imp *imp)
+{
+	struct sg_table *sgt;
+
+	dma_resv_assert_held(imp->dmabuf->resv);
+	if (imp->sgt)
+		return 0;
+	sgt = dma_buf_map_attachment(imp->attach, DMA_BIDIRECTIONAL);
+	if (IS_ERR(sgt))
+		return PTR_ERR(sgt);
+	imp->sgt = sgt;
+	return 0;
+}
+
+/* imp->lock held: let go of the imported dma-buf */
+static void tdb_imp_drop(struct tdb_imp *imp)
+{
+	if (!imp->dmabuf)
+		return;
+	dma_resv_lock(imp->dmabuf->resv, NULL);
+	if (imp->sgt)
+		dma_buf_unmap_attachment(imp->attach, imp->sgt,
+					 DMA_BIDIRECTIONAL);
+	imp->sgt = NULL;
+	if (imp->pinned)
+		dma_buf_unpin(imp->attach);
+	imp->pinned = false;
+	dma_resv_unlock(imp->dmabuf->resv);
+	dma_buf_detach(imp->dmabuf, imp->attach);
+	dma_buf_put(imp->dmabuf);
+	imp->dmabuf = NULL;
+	imp->attach = NULL;
+	imp->moves = 0;
+}
+
+static long tdb_import(struct tdb_imp *imp, struct remu_tdb_import __user *uarg)
+{
+	struct dma_buf_attachment *attach;
+	struct remu_tdb_import in;
+	struct scatterlist *sg;
+	struct dma_buf *dmabuf;
+	unsigned int i;
+
+	if (copy_from_user(&in, uarg, sizeof(in)))
+		return -EFAULT;
+	if (in.flags & ~(REMU_TDB_IMP_P2P | REMU_TDB_IMP_PIN |
+			 REMU_TDB_IMP_MAP | REMU_TDB_IMP_NOMASK))
+		return -EINVAL;
+	if (imp->dmabuf)
+		return -EBUSY;
+	dmabuf = dma_buf_get(in.fd);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	in.attach_err = in.pin_err = in.map_err = 0;
+	in.nents = in.pages = 0;
+	in.dma_addr = in.dma_len = 0;
+	in.pin_on_map = REMU_DMABUF_PIN_ON_MAP;
+	attach = dma_buf_dynamic_attach(dmabuf,
+					in.flags & REMU_TDB_IMP_NOMASK ?
+					tdb_imp_nomask_dev : tdb_imp_dev,
+					in.flags & REMU_TDB_IMP_P2P ?
+					&tdb_imp_p2p_ops : &tdb_imp_ops, imp);
+	if (IS_ERR(attach)) {
+		in.attach_err = PTR_ERR(attach);
+		dma_buf_put(dmabuf);
+		goto out;
+	}
+	imp->dmabuf = dmabuf;
+	imp->attach = attach;
+	dma_resv_lock(dmabuf->resv, NULL);
+	if (in.flags & REMU_TDB_IMP_PIN) {
+		in.pin_err = dma_buf_pin(attach);
+		imp->pinned = !in.pin_err;
+	}
+	if (in.flags & REMU_TDB_IMP_MAP) {
+		in.map_err = tdb_imp_map(imp);
+		if (imp->sgt) {
+			for_each_sgtable_dma_sg(imp->sgt, sg, i) {
+				if (!in.nents)
+					in.dma_addr = sg_dma_address(sg);
+				in.dma_len += sg_dma_len(sg);
+				in.nents++;
+			}
+			/* the CPU list: entries with a page, if any */
+			if (imp->sgt->orig_nents)
+				for_each_sgtable_sg(imp->sgt, sg, i)
+					if (sg_page(sg))
+						in.pages++;
+		}
+	}
+	dma_resv_unlock(dmabuf->resv);
+out:
+	return copy_to_user(uarg, &in, sizeof(in)) ? -EFAULT : 0;
+}
+
+static long tdb_import_info(struct tdb_imp *imp,
+			    struct remu_tdb_import_info __user *uarg)
+{
+	struct remu_tdb_import_info info = {};
+
+	if (imp->dmabuf) {
+		info.attached = 1;
+		dma_resv_lock(imp->dmabuf->resv, NULL);
+		info.mapped = !!imp->sgt;
+		info.moves = imp->moves;
+		dma_resv_unlock(imp->dmabuf->resv);
+		info.pinned = imp->pinned;
+	}
+	return copy_to_user(uarg, &info, sizeof(info)) ? -EFAULT : 0;
+}
+
+static long tdb_import_remap(struct tdb_imp *imp)
+{
+	long err;
+
+	if (!imp->dmabuf)
+		return -EINVAL;
+	dma_resv_lock(imp->dmabuf->resv, NULL);
+	err = tdb_imp_map(imp);
+	dma_resv_unlock(imp->dmabuf->resv);
+	return err;
+}
+
+/*
+ * Copy through the DMA addresses of the mapping: on the test machine
+ * (direct mapped, the importer's device has no IOMMU) they are physical
+ * addresses of RAM, which checks that an exporter handed out the right
+ * memory.  Reservation lock held: the mapping cannot go meanwhile.
+ */
+static long tdb_import_rw(struct tdb_imp *imp, struct remu_tdb_rw __user *uarg,
+			  bool write)
+{
+	struct remu_tdb_rw rw;
+	struct scatterlist *sg;
+	void *bounce;
+	u64 cur = 0, done = 0;
+	unsigned int i;
+	long err;
+
+	if (copy_from_user(&rw, uarg, sizeof(rw)))
+		return -EFAULT;
+	if (!rw.len || rw.len > REMU_TDB_MAX_RW)
+		return -EINVAL;
+	if (!imp->dmabuf)
+		return -EINVAL;
+	bounce = kvmalloc(rw.len, GFP_KERNEL);
+	if (!bounce)
+		return -ENOMEM;
+	err = -EFAULT;
+	if (write && copy_from_user(bounce, u64_to_user_ptr(rw.buf), rw.len))
+		goto out_free;
+	dma_resv_lock(imp->dmabuf->resv, NULL);
+	err = -ENODEV;
+	if (!imp->sgt)
+		goto out_unlock;
+	err = 0;
+	for_each_sgtable_dma_sg(imp->sgt, sg, i) {
+		u64 len = sg_dma_len(sg), pos = rw.offset + done;
+		phys_addr_t phys;
+		void *p;
+		u64 n;
+
+		if (done == rw.len)
+			break;
+		if (pos >= cur + len) {
+			cur += len;
+			continue;
+		}
+		n = min(rw.len - done, cur + len - pos);
+		phys = sg_dma_address(sg) + (pos - cur);
+		if (region_intersects(phys, n, IORESOURCE_SYSTEM_RAM,
+				      IORES_DESC_NONE) != REGION_INTERSECTS) {
+			err = -EOPNOTSUPP;
+			break;
+		}
+		p = memremap(phys, n, MEMREMAP_WB);
+		if (!p) {
+			err = -ENOMEM;
+			break;
+		}
+		if (write)
+			memcpy(p, bounce + done, n);
+		else
+			memcpy(bounce + done, p, n);
+		memunmap(p);
+		done += n;
+		cur += len;
+	}
+	if (!err && done < rw.len)
+		err = -EINVAL;
+out_unlock:
+	dma_resv_unlock(imp->dmabuf->resv);
+	if (!err && !write &&
+	    copy_to_user(u64_to_user_ptr(rw.buf), bounce, rw.len))
+		err = -EFAULT;
+out_free:
+	kvfree(bounce);
+	return err;
+}
+
+static int tdb_open(struct inode *inode, struct file *file)
+{
+	struct tdb_imp *imp = kzalloc(sizeof(*imp), GFP_KERNEL);
+
+	if (!imp)
+		return -ENOMEM;
+	mutex_init(&imp->lock);
+	file->private_data = imp;
+	return 0;
+}
+
+static int tdb_file_release(struct inode *inode, struct file *file)
+{
+	struct tdb_imp *imp = file->private_data;
+
+	mutex_lock(&imp->lock);
+	tdb_imp_drop(imp);
+	mutex_unlock(&imp->lock);
+	mutex_destroy(&imp->lock);
+	kfree(imp);
+	return 0;
+}
+
+static long tdb_imp_ioctl(struct tdb_imp *imp, unsigned int cmd,
+			  void __user *uarg)
+{
+	long err;
+
+	mutex_lock(&imp->lock);
+	switch (cmd) {
+	case REMU_TDB_IMPORT:
+		err = tdb_import(imp, uarg);
+		break;
+	case REMU_TDB_IMPORT_INFO:
+		err = tdb_import_info(imp, uarg);
+		break;
+	case REMU_TDB_IMPORT_MAP:
+		err = tdb_import_remap(imp);
+		break;
+	case REMU_TDB_IMPORT_READ:
+		err = tdb_import_rw(imp, uarg, false);
+		break;
+	case REMU_TDB_IMPORT_WRITE:
+		err = tdb_import_rw(imp, uarg, true);
+		break;
+	default:	/* REMU_TDB_IMPORT_DROP */
+		tdb_imp_drop(imp);
+		err = 0;
+		break;
+	}
+	mutex_unlock(&imp->lock);
+	return err;
 }
 
 static long tdb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
@@ -598,6 +1149,15 @@ static long tdb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return tdb_evict(uarg);
 	case REMU_TDB_INFO:
 		return tdb_info(uarg);
+	case REMU_TDB_REVOKE:
+		return tdb_revoke(uarg);
+	case REMU_TDB_IMPORT:
+	case REMU_TDB_IMPORT_INFO:
+	case REMU_TDB_IMPORT_MAP:
+	case REMU_TDB_IMPORT_READ:
+	case REMU_TDB_IMPORT_WRITE:
+	case REMU_TDB_IMPORT_DROP:
+		return tdb_imp_ioctl(file->private_data, cmd, uarg);
 	default:
 		return -ENOTTY;
 	}
@@ -605,6 +1165,8 @@ static long tdb_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 
 static const struct file_operations tdb_fops = {
 	.owner = THIS_MODULE,
+	.open = tdb_open,
+	.release = tdb_file_release,
 	.unlocked_ioctl = tdb_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
 };
@@ -616,17 +1178,73 @@ static struct miscdevice tdb_misc = {
 	.mode = 0600,
 };
 
+static void tdb_imp_dev_release(struct device *dev)
+{
+	kfree(dev);
+}
+
+/* a device for the test importer: never added; a 64-bit mask or none */
+static struct device *tdb_imp_dev_new(const char *name, bool mask)
+{
+	struct device *dev = kzalloc(sizeof(*dev), GFP_KERNEL);
+	int err;
+
+	if (!dev)
+		return ERR_PTR(-ENOMEM);
+	device_initialize(dev);
+	dev->release = tdb_imp_dev_release;
+	err = dev_set_name(dev, "%s", name);
+	if (!err && mask)
+		err = dma_coerce_mask_and_coherent(dev, DMA_BIT_MASK(64));
+	if (err) {
+		put_device(dev);
+		return ERR_PTR(err);
+	}
+	return dev;
+}
+
+static int tdb_imp_dev_init(void)
+{
+	tdb_imp_dev = tdb_imp_dev_new("remu-tdb-importer", true);
+	if (IS_ERR(tdb_imp_dev))
+		return PTR_ERR(tdb_imp_dev);
+	tdb_imp_nomask_dev = tdb_imp_dev_new("remu-tdb-importer-nomask",
+					     false);
+	if (IS_ERR(tdb_imp_nomask_dev)) {
+		put_device(tdb_imp_dev);
+		return PTR_ERR(tdb_imp_nomask_dev);
+	}
+	return 0;
+}
+
+static void tdb_imp_dev_fini(void)
+{
+	put_device(tdb_imp_nomask_dev);
+	put_device(tdb_imp_dev);
+}
+
 static int __init tdb_init(void)
 {
 	int err;
 
+	err = tdb_imp_dev_init();
+	if (err)
+		return err;
 	tdb_wq = alloc_workqueue("remu_test_dmabuf", WQ_UNBOUND, 0);
-	if (!tdb_wq)
-		return -ENOMEM;
+	if (!tdb_wq) {
+		err = -ENOMEM;
+		goto err_dev;
+	}
 	tdb_fence_context = dma_fence_context_alloc(1);
 	err = misc_register(&tdb_misc);
 	if (err)
-		destroy_workqueue(tdb_wq);
+		goto err_wq;
+	return 0;
+
+err_wq:
+	destroy_workqueue(tdb_wq);
+err_dev:
+	tdb_imp_dev_fini();
 	return err;
 }
 
@@ -635,9 +1253,11 @@ static void __exit tdb_exit(void)
 	misc_deregister(&tdb_misc);
 	/* every buffer holds a module reference: no move is pending */
 	destroy_workqueue(tdb_wq);
+	/* every importer went with its file */
+	tdb_imp_dev_fini();
 }
 
 module_init(tdb_init);
 module_exit(tdb_exit);
-MODULE_DESCRIPTION("remu selftest: dma-buf exporter that moves its buffers");
+MODULE_DESCRIPTION("remu selftest: dma-buf exporter that moves and revokes its buffers, and a test importer");
 MODULE_LICENSE("GPL");

@@ -430,6 +430,25 @@ struct remu_alloc_dm_resp {
 };
 
 /*
+ * Device memory exported as a dma-buf (ibv_dm_export_dmabuf_fd() of
+ * rdma-core 62 and later, remudv_dm_export_dmabuf_fd() with any release):
+ * a driver method of the DM object.  In: the DM's handle.  Out: the file
+ * descriptor of a new dma-buf over the whole allocation (page rounded),
+ * O_RDWR | O_CLOEXEC, installed in the caller's file table.  The dma-buf
+ * serves peer-to-peer importers only and is revoked when the DM is freed
+ * (docs/dma-buf.md, "Device memory as a dma-buf").  A module without the
+ * method fails the command with EPROTONOSUPPORT.
+ */
+enum remu_dm_methods {
+	REMU_METHOD_DM_EXPORT_DMABUF = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum remu_dm_export_dmabuf_attrs {
+	REMU_ATTR_EXPORT_DMABUF_DM_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	REMU_ATTR_EXPORT_DMABUF_FD,	/* __u32 out */
+};
+
+/*
  * Sharing objects between processes (REMU_UCTX_IMPORT): a process that
  * was given another's command fd (SCM_RIGHTS, fork) opens it with
  * ibv_import_device() and reaches the objects of that context by handle.
@@ -457,12 +476,13 @@ enum remu_pd_query_attrs {
 };
 
 /*
- * A driver method's number is below 8 after the namespace bit (the core's
- * UVERBS_API_METHOD_KEY_NUM_DRIVER): a larger one makes the device's
- * whole uverbs API fail to build, and the device is not usable at all.
+ * The DM object's driver methods are numbered together, after
+ * REMU_METHOD_DM_EXPORT_DMABUF, and each below 8 after the namespace bit
+ * (the core's UVERBS_API_METHOD_KEY_NUM_DRIVER): a larger one makes the
+ * device's whole uverbs API fail to build, and the device unusable.
  */
 enum remu_dm_query_methods {
-	REMU_METHOD_DM_QUERY = (1U << UVERBS_ID_NS_SHIFT),
+	REMU_METHOD_DM_QUERY = REMU_METHOD_DM_EXPORT_DMABUF + 1,
 };
 
 enum remu_dm_query_attrs {

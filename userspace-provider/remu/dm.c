@@ -11,6 +11,12 @@
  * asked for (EFAULT) and must be multiples of 4 bytes (EINVAL).
  * Freeing fails (EBUSY, from the kernel) while MRs are on the allocation,
  * and the mapping is kept then; it is removed only after a successful free.
+ *
+ * Export as a dma-buf: ibv_dm_export_dmabuf_fd() (the verbs op, rdma-core
+ * 62 and later: REMU_HAVE_DM_EXPORT_DMABUF) and remudv_dm_export_dmabuf_fd()
+ * (any release) run the kernel's REMU_METHOD_DM_EXPORT_DMABUF on the DM's
+ * handle and return the new dma-buf's fd; a module without the method
+ * answers EPROTONOSUPPORT, reported as EOPNOTSUPP.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -147,4 +153,32 @@ struct ibv_mr *remu_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
 		return NULL;
 	}
 	return &vmr->ibv_mr;
+}
+
+int remu_dm_export_dmabuf_fd(struct ibv_dm *ibdm)
+{
+	DECLARE_COMMAND_BUFFER(cmdb, UVERBS_OBJECT_DM,
+			       REMU_METHOD_DM_EXPORT_DMABUF, 2);
+	struct remu_dm *dm = to_rdm(ibdm);
+	uint32_t fd = 0;
+	int ret;
+
+	fill_attr_in_obj(cmdb, REMU_ATTR_EXPORT_DMABUF_DM_HANDLE,
+			 dm->vdm.handle);
+	fill_attr_out_ptr(cmdb, REMU_ATTR_EXPORT_DMABUF_FD, &fd);
+	ret = execute_ioctl(ibdm->context, cmdb);
+	if (ret) {
+		errno = ret == EPROTONOSUPPORT ? EOPNOTSUPP : ret;
+		return -1;
+	}
+	return (int)fd;
+}
+
+int remudv_dm_export_dmabuf_fd(struct ibv_dm *dm)
+{
+	if (!dm || !remu_is_remu_context(dm->context)) {
+		errno = EOPNOTSUPP;
+		return -1;
+	}
+	return remu_dm_export_dmabuf_fd(dm);
 }

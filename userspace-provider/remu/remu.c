@@ -88,6 +88,9 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.destroy_qp = remu_destroy_qp,
 	.destroy_srq = remu_destroy_srq,
 	.detach_mcast = ibv_cmd_detach_mcast,
+#if REMU_HAVE_DM_EXPORT_DMABUF
+	.dm_export_dmabuf_fd = remu_dm_export_dmabuf_fd,
+#endif
 	.free_context = remu_free_context,
 	.free_dm = remu_free_dm,
 	.import_dm = remu_import_dm,

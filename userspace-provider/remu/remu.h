@@ -319,6 +319,7 @@ struct ibv_dm *remu_alloc_dm(struct ibv_context *ctx,
 int remu_dm_map(struct remu_dm *dm, struct ibv_context *ctx,
 		uint64_t mmap_offset, uint64_t mmap_size, uint64_t length);
 int remu_free_dm(struct ibv_dm *ibdm);
+int remu_dm_export_dmabuf_fd(struct ibv_dm *ibdm);
 struct ibv_mr *remu_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
 			      uint64_t dm_offset, size_t length,
 			      unsigned int access);

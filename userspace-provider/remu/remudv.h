@@ -13,6 +13,9 @@
  *	remudv_wr_mr_interleaved()	an RC QP (IBV_SEND_INLINE required)
  *	IBV_WR_LOCAL_INV, SEND_WITH_INV	invalidate it (then configure again)
  *	remudv_destroy_mkey()
+ * Device memory as a dma-buf:
+ *	remudv_dm_export_dmabuf_fd()	ibv_dm_export_dmabuf_fd() (rdma-core
+ *					62) for any libibverbs release
  * Every function fails with EOPNOTSUPP on an object that is not remu's.
  */
 #ifndef REMUDV_H
@@ -73,6 +76,16 @@ struct remudv_qp_ex {
 			   uint32_t access_flags, uint16_t num_sges,
 			   struct ibv_sge *sge);
 };
+
+/*
+ * A dma-buf over the whole of @dm (its length rounded up to pages): the fd
+ * (O_RDWR, close-on-exec), or -1 and errno.  What ibv_dm_export_dmabuf_fd()
+ * does in rdma-core 62 and later, for any release.  The dma-buf serves
+ * peer-to-peer importers only (another RDMA device's ibv_reg_dmabuf_mr(),
+ * a GPU) and is revoked when @dm is freed: importers' accesses fail from
+ * then on (docs/dma-buf.md).  Close the fd when done.
+ */
+int remudv_dm_export_dmabuf_fd(struct ibv_dm *dm);
 
 /* the remu side of an ibv_qp_ex of a remu QP; NULL (EOPNOTSUPP) otherwise */
 struct remudv_qp_ex *remudv_qp_ex_from_ibv_qp_ex(struct ibv_qp_ex *qp);
