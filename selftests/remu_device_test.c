@@ -10,7 +10,10 @@
  */
 #include <arpa/inet.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
+#include <rdma/ib_user_ioctl_cmds.h>
+#include <rdma/rdma_user_ioctl.h>
 
 #include "kselftest_harness.h"
 #include "remu_lib.h"
@@ -162,6 +165,125 @@ TEST_F(dev, query_port)
 	ASSERT_EQ(0, ibv_query_pkey(self->ctx, 1, 0, &pkey));
 	EXPECT_EQ(0xffff, ntohs(pkey));
 	EXPECT_NE(0, ibv_query_port(self->ctx, 2, &pa));
+}
+
+/* The number a shell command prints, or -1. */
+static long long sh_num(const char *cmd)
+{
+	long long v = -1;
+	FILE *f = popen(cmd, "r");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	pclose(f);
+	return v;
+}
+
+/*
+ * The IB speed and width that stand for a link of @mbps (unknown: 1 Gb/s)
+ * with no lanes reported (as veth): ib_get_eth_speed()'s table, which rxe
+ * and mlx5's RoCE ports report too.
+ */
+static void eth_speed(long long mbps, uint8_t *speed, uint8_t *width)
+{
+	/*
+	 * IBA's encodings (libibverbs 44 names none): speed SDR 1, DDR 2,
+	 * FDR10 8, EDR 32, HDR 64, NDR 128; width 1X 1, 4X 2, 2X 16
+	 */
+	static const struct { long long upto; uint8_t speed, width; } t[] = {
+		{ 1000, 1, 1 }, { 10000, 8, 1 }, { 20000, 2, 2 },
+		{ 25000, 32, 1 }, { 40000, 8, 2 }, { 50000, 32, 16 },
+		{ 100000, 32, 2 }, { 200000, 64, 2 }, { -1, 128, 2 },
+	};
+	unsigned int i;
+
+	if (mbps <= 0)
+		mbps = 1000;
+	for (i = 0; t[i].upto > 0 && mbps > t[i].upto; i++)
+		;
+	*speed = t[i].speed;
+	*width = t[i].width;
+}
+
+/* rdma-core 62's names (7.x's uapi), absent from older headers */
+#define REMU_METHOD_QUERY_PORT_SPEED	(UVERBS_METHOD_QUERY_GID_ENTRY + 1)
+#define REMU_ATTR_QUERY_PORT_SPEED_PORT	0
+#define REMU_ATTR_QUERY_PORT_SPEED_RESP	1
+
+/*
+ * ibv_query_port_speed()'s command, made by hand (libibverbs 44 has no
+ * such verb): 0 with *@speed in 100 Mb/s, or the errno (EPROTONOSUPPORT
+ * or EOPNOTSUPP from a kernel without the method, before 7.x).
+ */
+static int query_port_speed(struct ibv_context *ctx, uint32_t port,
+			    uint64_t *speed)
+{
+	struct {
+		struct ib_uverbs_ioctl_hdr hdr;
+		struct ib_uverbs_attr attrs[2];
+	} cmd = {
+		.hdr = { .length = sizeof(cmd), .object_id = UVERBS_OBJECT_DEVICE,
+			 .method_id = REMU_METHOD_QUERY_PORT_SPEED,
+			 .num_attrs = 2 },
+		.attrs = {
+			{ .attr_id = REMU_ATTR_QUERY_PORT_SPEED_PORT,
+			  .len = sizeof(uint64_t), .data = port },
+			{ .attr_id = REMU_ATTR_QUERY_PORT_SPEED_RESP,
+			  .len = sizeof(*speed), .data = (uintptr_t)speed },
+		},
+	};
+
+	return ioctl(ctx->cmd_fd, RDMA_VERBS_IOCTL, &cmd) ? errno : 0;
+}
+
+/*
+ * The port's speed follows its netdev's link speed, as rxe's and mlx5's
+ * RoCE ports do: active_speed/active_width encode it (ib_get_eth_speed()),
+ * and ibv_query_port_speed() gives it in 100 Mb/s where the kernel has
+ * that verb (7.x), 0 while the link is down.
+ */
+TEST_F(dev, port_speed)
+{
+	struct ibv_port_attr pa;
+	uint8_t speed, width;
+	long long mbps;
+	uint64_t qps = 0;
+	char cmd[256];
+	int err;
+
+	/* -1 ("unknown" or an error): 1 Gb/s, as the kernel counts it */
+	snprintf(cmd, sizeof(cmd), "%s cat /sys/class/net/%s/speed",
+		 strcmp(variant->ip_netns, "ip") ? "ip netns exec peer" : "",
+		 variant->ifname);
+	mbps = sh_num(cmd);
+	TH_LOG("%s: %lld Mb/s", variant->ifname, mbps);
+	eth_speed(mbps, &speed, &width);
+	ASSERT_EQ(0, ibv_query_port(self->ctx, 1, &pa));
+	EXPECT_EQ(speed, pa.active_speed);
+	EXPECT_EQ(width, pa.active_width);
+
+	err = query_port_speed(self->ctx, 1, &qps);
+	if (err == EPROTONOSUPPORT || err == EOPNOTSUPP) {
+		TH_LOG("no ibv_query_port_speed() in this kernel (7.x has it)");
+		return;
+	}
+	ASSERT_EQ(0, err);
+	EXPECT_EQ((mbps > 0 ? mbps : 1000) / 100, qps);
+	EXPECT_NE(0, query_port_speed(self->ctx, 2, &qps));
+
+	/* 0 while the link is down */
+	snprintf(cmd, sizeof(cmd), "%s link set %s down", variant->ip_netns,
+		 variant->ifname);
+	ASSERT_EQ(0, remu_sh(cmd));
+	err = query_port_speed(self->ctx, 1, &qps);
+	snprintf(cmd, sizeof(cmd), "%s link set %s up", variant->ip_netns,
+		 variant->ifname);
+	ASSERT_EQ(0, remu_sh(cmd));
+	EXPECT_TRUE(wait_event(self->ctx, IBV_EVENT_PORT_ACTIVE));
+	EXPECT_EQ(0, err);
+	EXPECT_EQ(0, qps);
 }
 
 /* The netdev's IPv4 and IPv6 addresses are RoCEv2 GIDs. */

@@ -122,16 +122,58 @@ side() {
 }
 nsx() { [ "$1" = - ] || echo "ip netns exec $1"; }
 
+# rxe_timer_kernel: this kernel's rxe has the misfiring retransmit timer
+# (no rxe_sender; see counter_check below and docs/portability.md)
+rxe_timer_kernel() {
+	[[ "$(uname -r)" != *-remu-debug ]] && ! grep -qw rxe_sender /proc/kallsyms
+}
+rxe_retries() {
+	counters rxe0 "" | awk '$1 == "completer_retry_err" { print $2 }'
+}
+
 port=19300
 # run_pair NAME CHECK "SERVER CMD" "CLIENT CMD" SNS CNS WAIT: start the
 # server, wait for it (WAIT: tcp or cm), run the client; both must exit 0
-# and CHECK SOUT COUT must succeed
+# and CHECK SOUT COUT must succeed.
+# A second try, once, only on a kernel whose rxe timer misfires, and only
+# when the pair failed, rxe resent during it (its completer_retry_err
+# moved) and the rxe side is the one that never finished (timeout's 124):
+# 6.1's rxe can lose track of a message it resent needlessly and wait for
+# its completion forever while the remu side, which received and
+# acknowledged everything, has finished (seen once in CI: ibv_rc_pingpong
+# -s 65536 remu2rxe, rxe the server).  The first try's output is shown.
 run_pair() {
 	local name=$1 check=$2 scmd=$3 ccmd=$4 sns=$5 cns=$6 wait=$7
-	local sout cout spid rc rs ok=1 t0=$SECONDS
-	sout=$(mktemp) cout=$(mktemp)
+	local rx0 rxe_rc t0=$SECONDS
+	rx0=$(rxe_retries)
+	pair_try "$@"
+	if [ "$pair_ok" = 0 ] && rxe_timer_kernel; then
+		rxe_rc=$pair_rs
+		[ "$sns" = - ] || rxe_rc=$pair_rc
+		if [ "$rxe_rc" = 124 ] && [ "$(rxe_retries)" != "$rx0" ]; then
+			remu_side_report server "$scmd" "$pair_rs" "$pair_sout"
+			remu_side_report client "$ccmd" "$pair_rc" "$pair_cout"
+			echo "# rxe timed out after its own resends" \
+				"(completer_retry_err $rx0 -> $(rxe_retries)): once more"
+			pair_clean
+			pair_try "$@"
+		fi
+	fi
+	remu_pair_report "$name" "$t0" "$pair_ok" "$scmd" "$pair_rs" \
+		"$pair_sout" "$ccmd" "$pair_rc" "$pair_cout"
+	pair_clean
+}
+pair_clean() {
+	rm -f "$pair_sout" "$pair_cout" "$pair_sout.err" "$pair_cout.err"
+}
+# pair_try: one run of run_pair's arguments; sets pair_ok, the exit codes
+# pair_rs/pair_rc and the output files pair_sout/pair_cout (+ .err)
+pair_try() {
+	local check=$2 scmd=$3 ccmd=$4 sns=$5 cns=$6 wait=$7 spid
+	pair_ok=1
+	pair_sout=$(mktemp) pair_cout=$(mktemp)
 	# shellcheck disable=SC2046,SC2086
-	$(nsx "$sns") timeout 60 $scmd >"$sout" 2>"$sout.err" &
+	$(nsx "$sns") timeout 60 $scmd >"$pair_sout" 2>"$pair_sout.err" &
 	spid=$!
 	if [ "$wait" = tcp ]; then
 		remu_wait_listen "$spid" "$port" || echo "# server not listening on $port"
@@ -139,14 +181,12 @@ run_pair() {
 		remu_wait_cm_listen "$port" || echo "# no rdma_cm listener on $port"
 	fi
 	# shellcheck disable=SC2046,SC2086
-	$(nsx "$cns") timeout 60 $ccmd >"$cout" 2>"$cout.err"
-	rc=$?
+	$(nsx "$cns") timeout 60 $ccmd >"$pair_cout" 2>"$pair_cout.err"
+	pair_rc=$?
 	wait "$spid"
-	rs=$?
-	[ "$rc" = 0 ] && [ "$rs" = 0 ] && "$check" "$sout" "$cout" || ok=0
-	remu_pair_report "$name" "$t0" "$ok" "$scmd" "$rs" "$sout" \
-		"$ccmd" "$rc" "$cout"
-	rm -f "$sout" "$cout" "$sout.err" "$cout.err"
+	pair_rs=$?
+	[ "$pair_rc" = 0 ] && [ "$pair_rs" = 0 ] &&
+		"$check" "$pair_sout" "$pair_cout" || pair_ok=0
 }
 
 check_perf() {
@@ -233,7 +273,10 @@ allowed = {
     "rxe-timer": (("rxe0", dr, "completer_retry_err"),
                   ("remu1", dm, "duplicate_request"),
                   ("remu1", dm, "out_of_seq_request"),
-                  ("rxe0", dr, "rcvd_seq_err"))
+                  ("rxe0", dr, "rcvd_seq_err"),
+                  # its resends after the remu side finished and
+                  # destroyed its QP (run_pair's second try)
+                  ("remu1", dm, "rcvd_no_qp"))
                  if dr.get("completer_retry_err", 0) else (),
 }[sys.argv[6]]
 why = {"debug": "on the debug kernel",

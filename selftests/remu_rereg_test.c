@@ -22,8 +22,8 @@
  * have landed, a moves the MR to another range; every WRITE completes or
  * fails with REM_ACCESS_ERR
  * (then the rest are flushed), and once ibv_rereg_mr has returned the old
- * range never changes again.  race_keep: the peer streams WRITEs through
- * the rkey while a re-registers the MR again and again without moving it
+ * range never changes again.  race_keep: the peer streams one-packet
+ * WRITEs through the rkey while a re-registers the MR again and again without moving it
  * (rights changed back and forth with REMOTE_WRITE kept, a new translation
  * of the same range): the key is never missing, every WRITE lands, and
  * the range holds what the WRITEs wrote, in order.
@@ -37,6 +37,11 @@
  * each refusal the MR keeps its keys and a WRITE through it still lands.  dm_mr: a device-memory MR cannot be
  * re-registered (EINVAL) and stays usable.  MR object counts are back at
  * baseline after every test.
+ *
+ * read_dereg, span_write (docs/security.md, "Zero-copy safety"): a READ
+ * whose responses carry the MR's pages by reference never delivers bytes
+ * written after ibv_dereg_mr returned; a multi-packet WRITE spanning a
+ * rereg never lands in the new MR.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -419,7 +424,9 @@ TEST_F(rereg, race)
 TEST_F(rereg, race_keep)
 {
 	struct side *a = &self->a, *b = &self->b;
-	struct ibv_sge sge = { (uintptr_t)b->buf, RACE_LEN, b->mr->lkey };
+	/* one packet each: a message spanning a rereg fails (span_write) */
+	uint32_t klen = 128u << remu_min_mtu(a->mtu, b->mtu);
+	struct ibv_sge sge = { (uintptr_t)b->buf, klen, b->mr->lkey };
 	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
 				  .opcode = IBV_WR_RDMA_WRITE,
 				  .send_flags = IBV_SEND_SIGNALED }, *bad;
@@ -439,14 +446,14 @@ TEST_F(rereg, race_keep)
 	memset(a->buf, 0, LEN);
 	wr.wr.rdma.rkey = key;
 	for (r = 0; r < KEEP_ROUNDS; r++) {
-		fill(b->buf, RACE_LEN, 40 + r);
+		fill(b->buf, klen, 40 + r);
 		for (i = 0; i < RACE_WRS; i++) {
-			size_t off = (i * 512 + r * 8) % (LEN - RACE_LEN);
+			size_t off = (i * 512 + r * 8) % (LEN - klen);
 
 			wr.wr_id = i;
 			wr.wr.rdma.remote_addr = (uintptr_t)a->buf + off;
 			ASSERT_EQ(0, ibv_post_send(b->qp[0], &wr, &bad));
-			memcpy(model + off, b->buf, RACE_LEN);
+			memcpy(model + off, b->buf, klen);
 		}
 		for (i = 0; i < RACE_FIRST; i++)
 			ASSERT_EQ(IBV_WC_SUCCESS, poll_one(b->cq, &wc));
@@ -617,6 +624,201 @@ TEST(dm_mr)
 	EXPECT_EQ(0, ibv_free_dm(dm));
 	EXPECT_EQ(0, ibv_dealloc_pd(pd));
 	ibv_close_device(ctx);
+}
+
+/*
+ * ---- by-reference payload and revocation (docs/security.md) ----
+ * Both run between two QPs of remu0: the loopback path, where a payload
+ * of REMU_FRAG_MIN_PAYLOAD bytes or more stays the sender's pages by
+ * reference until the receiver's engine places it (a packet that leaves
+ * through the IP stack, to remu1 in its namespace, is copied as it goes).
+ */
+#define BIG_LEN		(8u << 20)
+#define BIG_ROUNDS	3
+#define OLD_BYTE	0x11
+#define SECRET_BYTE	0x5e
+
+static uint8_t *map_big(void)
+{
+	void *p = mmap(NULL, BIG_LEN, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* post one signalled RDMA WRITE or READ on @qp, not waited for */
+static int post_rdma(struct ibv_qp *qp, enum ibv_wr_opcode op,
+		     uint64_t laddr, uint32_t lkey, uint32_t len,
+		     uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_sge sge = { laddr, len, lkey };
+	struct ibv_send_wr wr = { .wr_id = op, .sg_list = &sge, .num_sge = 1,
+				  .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED };
+
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	return remu_post_send(qp, &wr);
+}
+
+/* the first offset of @p[0..@len) that is not @c, or -1 */
+static long cmp_byte(const uint8_t *p, uint8_t c, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (p[i] != c)
+			return (long)i;
+	return -1;
+}
+
+/* wait (10 s at most) until @p[0] is not @was: the first packet landed */
+static int wait_changed(volatile uint8_t *p, uint8_t was)
+{
+	double end = remu_now() + 10;
+
+	while (*p == was)
+		if (remu_now() > end)
+			return -1;
+	return 0;
+}
+
+/*
+ * read_dereg: b READs 8 MiB of a's pinned MR into an ODP MR (each page
+ * placed faults first, so the responses wait on b while a has sent them
+ * all); once the first has landed, a deregisters the MR, which returns
+ * after the READ has executed, and writes a secret over the pages.  The
+ * READ completes with what the memory held before (SUCCESS) or fails
+ * (REM_ACCESS_ERR, the responses not yet placed are dropped): the secret
+ * never reaches b.  Before remu_zc.c the responses were the pages by
+ * reference and b placed the secret.
+ */
+TEST(read_dereg)
+{
+	struct side a = {}, b = {};
+	uint8_t *abig = map_big(), *bbig = map_big();
+	int r, ok = 0, revoked = 0, mrs = remu_obj_count("mr");
+	struct ibv_mr *amr, *bmr;
+
+	ASSERT_NE(NULL, abig);
+	ASSERT_NE(NULL, bbig);
+	ASSERT_EQ(0, side_open(&a, "remu0", 0));
+	ASSERT_EQ(0, side_open(&b, "remu0", 0));
+	b.mr = ibv_reg_mr(b.pd[0], b.buf, MAP_LEN, RW_ACCESS);
+	ASSERT_NE(NULL, b.mr);
+	bmr = ibv_reg_mr(b.pd[0], bbig, BIG_LEN,
+			 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+	ASSERT_NE(NULL, bmr);
+	for (r = 0; r < BIG_ROUNDS; r++) {
+		struct ibv_wc wc;
+		int st;
+
+		ASSERT_EQ(0, pair_connect(&a, &b, 0));
+		memset(abig, OLD_BYTE, BIG_LEN);
+		/* b's pages not mapped: every response placed faults one in */
+		ASSERT_EQ(0, madvise(bbig, BIG_LEN, MADV_DONTNEED));
+		amr = ibv_reg_mr(a.pd[0], abig, BIG_LEN, RW_ACCESS);
+		ASSERT_NE(NULL, amr);
+		ASSERT_EQ(0, post_rdma(b.qp[0], IBV_WR_RDMA_READ,
+					    (uintptr_t)bbig, bmr->lkey, BIG_LEN,
+					    (uintptr_t)abig, amr->rkey));
+		ASSERT_EQ(0, wait_changed(bbig, 0));
+		ASSERT_EQ(0, ibv_dereg_mr(amr));
+		memset(abig, SECRET_BYTE, BIG_LEN);
+		st = poll_one(b.cq, &wc);
+		if (st == IBV_WC_SUCCESS)
+			ok++;
+		else if (st == IBV_WC_REM_ACCESS_ERR)
+			revoked++;
+		else
+			ASSERT_EQ(IBV_WC_SUCCESS, st);
+		/* what landed is what a's MR granted: old bytes or none */
+		ASSERT_EQ(NULL, memchr(bbig, SECRET_BYTE, BIG_LEN))
+			TH_LOG("round %d: the secret written after ibv_dereg_mr reached the peer at %td",
+			       r, (uint8_t *)memchr(bbig, SECRET_BYTE,
+						    BIG_LEN) - bbig);
+		if (st == IBV_WC_SUCCESS)
+			ASSERT_EQ(-1, cmp_byte(bbig, OLD_BYTE, BIG_LEN));
+	}
+	TH_LOG("%d READs complete, %d failed for the deregistration", ok,
+	       revoked);
+	EXPECT_EQ(0, ibv_dereg_mr(bmr));
+	side_close(&a);
+	side_close(&b);
+	munmap(abig, BIG_LEN);
+	munmap(bbig, BIG_LEN);
+	EXPECT_EQ(mrs, remu_obj_count("mr"));
+}
+
+/*
+ * span_write: b WRITEs 8 MiB into a's pinned MR; once the first packets
+ * have landed, a moves fresh zero pages (populated beforehand) under the
+ * second half of the range (mremap) and re-registers the MR over the same
+ * address, length and iova (ibv_rereg_mr CHANGE_TRANSLATION: only
+ * present pages to pin, so it returns while the WRITE is still running).
+ * The rest of the message must not land in the new MR: the WRITE
+ * completes before the rereg (SUCCESS) or fails (REM_ACCESS_ERR); the
+ * fresh pages stay zero either way.  Before, every packet looked the key
+ * up again, and those after the rereg landed in the new MR.
+ */
+TEST(span_write)
+{
+	const size_t half = BIG_LEN / 2;
+	struct side a = {}, b = {};
+	uint8_t *abig = map_big(), *bbig = map_big();
+	int r, ok = 0, failed = 0, mrs = remu_obj_count("mr");
+	struct ibv_mr *amr, *bmr;
+
+	ASSERT_NE(NULL, abig);
+	ASSERT_NE(NULL, bbig);
+	ASSERT_EQ(0, side_open(&a, "remu0", 0));
+	ASSERT_EQ(0, side_open(&b, "remu0", 0));
+	b.mr = ibv_reg_mr(b.pd[0], b.buf, MAP_LEN, RW_ACCESS);
+	ASSERT_NE(NULL, b.mr);
+	memset(bbig, OLD_BYTE, BIG_LEN);
+	bmr = ibv_reg_mr(b.pd[0], bbig, BIG_LEN, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, bmr);
+	for (r = 0; r < BIG_ROUNDS; r++) {
+		uint8_t *fresh;
+		struct ibv_wc wc;
+		void *p;
+		int st;
+
+		ASSERT_EQ(0, pair_connect(&a, &b, 0));
+		memset(abig, 0, BIG_LEN);
+		fresh = mmap(NULL, half, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		ASSERT_NE(MAP_FAILED, fresh);
+		amr = ibv_reg_mr(a.pd[0], abig, BIG_LEN, RW_ACCESS);
+		ASSERT_NE(NULL, amr);
+		ASSERT_EQ(0, post_rdma(b.qp[0], IBV_WR_RDMA_WRITE,
+				       (uintptr_t)bbig, bmr->lkey, BIG_LEN,
+				       (uintptr_t)abig, amr->rkey));
+		ASSERT_EQ(0, wait_changed(abig, 0));
+		/* fresh pages under the second half; the old stay pinned */
+		p = mremap(fresh, half, half, MREMAP_MAYMOVE | MREMAP_FIXED,
+			   abig + half);
+		ASSERT_EQ((void *)(abig + half), p);
+		ASSERT_EQ(0, ibv_rereg_mr(amr, T, NULL, abig, BIG_LEN, 0));
+		st = poll_one(b.cq, &wc);
+		if (st == IBV_WC_SUCCESS)
+			ok++;
+		else if (st == IBV_WC_REM_ACCESS_ERR)
+			failed++;
+		else
+			ASSERT_EQ(IBV_WC_SUCCESS, st);
+		ASSERT_EQ(-1, cmp_byte(abig + half, 0, half))
+			TH_LOG("round %d: the WRITE went on into the new MR at %ld",
+			       r, cmp_byte(abig + half, 0, half));
+		ASSERT_EQ(0, ibv_dereg_mr(amr));
+	}
+	TH_LOG("%d WRITEs done before the rereg, %d failed by it", ok, failed);
+	EXPECT_EQ(0, ibv_dereg_mr(bmr));
+	side_close(&a);
+	side_close(&b);
+	munmap(abig, BIG_LEN);
+	munmap(bbig, BIG_LEN);
+	EXPECT_EQ(mrs, remu_obj_count("mr"));
 }
 
 TEST_HARNESS_MAIN

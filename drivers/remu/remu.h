@@ -153,6 +153,7 @@ enum remu_obj_type {
 	REMU_OBJ_MCAST_GRP,
 	REMU_OBJ_MCAST_ATTACH,
 	REMU_OBJ_MKEY,
+	REMU_OBJ_ZC,		/* remu_zc.c: payload by reference */
 	REMU_OBJ_TYPE_COUNT
 };
 

@@ -507,9 +507,24 @@ static struct remu_sgl remu_comp_sgl(struct remu_qp *qp,
 }
 
 /*
+ * A READ response whose payload is the responder's memory by reference,
+ * taken back since it was sent (remu_zc.c): not read, not placed.  The
+ * responder's MR was deregistered (or re-registered): the READ fails with
+ * a remote access error, as a NIC's READ does when the key goes before
+ * the NIC read the memory.
+ */
+static enum remu_comp_verdict remu_comp_read_revoked(struct remu_qp *qp,
+						     struct remu_comp_resp *rs)
+{
+	remu_count(qp->rdev, REMU_CNT_RCVD_REVOKED);
+	rs->status = IB_WC_REM_ACCESS_ERR;
+	return REMU_COMP_FAIL;
+}
+
+/*
  * step, a READ response: place it (in order, or up to REMU_RD_MAP ahead
  * of the first missing one), straight from the skb, linear part and
- * page frags alike.
+ * page frags alike (payload by reference inside sections of its zc).
  */
 static enum remu_comp_verdict remu_comp_read_resp(struct remu_qp *qp,
 						  struct remu_comp_resp *rs)
@@ -545,6 +560,8 @@ static enum remu_comp_verdict remu_comp_read_resp(struct remu_qp *qp,
 	if (cb->paylen)
 		err = remu_sge_copy_skb(&sgl, (u64)k * e->mtu, rs->skb,
 					cb->hdr_len, cb->paylen, REMU_TO_MR);
+	if (err == -ESTALE)
+		return remu_comp_read_revoked(qp, rs);
 	if (err) {
 		rs->status = err == -EMSGSIZE ? IB_WC_LOC_LEN_ERR :
 						IB_WC_LOC_PROT_ERR;

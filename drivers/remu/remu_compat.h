@@ -194,6 +194,21 @@ struct ib_device *remu_compat_get_by_name(const char *name,
 #define from_timer timer_container_of
 #endif
 
+/* hrtimer_setup() since 6.13; before it, hrtimer_init() and ->function */
+#ifndef REMU_HAVE_HRTIMER_SETUP
+#include <linux/hrtimer.h>
+static inline void
+remu_compat_hrtimer_setup(struct hrtimer *timer,
+			  enum hrtimer_restart (*function)(struct hrtimer *),
+			  clockid_t clock_id, enum hrtimer_mode mode)
+{
+	hrtimer_init(timer, clock_id, mode);
+	timer->function = function;
+}
+
+#define hrtimer_setup remu_compat_hrtimer_setup
+#endif
+
 /* zap_vma_ptes() is zap_vma_range() in 7.x */
 #ifndef REMU_HAVE_ZAP_VMA_PTES
 #define zap_vma_ptes zap_vma_range
@@ -411,6 +426,25 @@ static inline void vm_flags_set(struct vm_area_struct *vma, vm_flags_t flags)
 #else
 #define REMU_IMPORT_NS(ns)	MODULE_IMPORT_NS(#ns)
 #define REMU_TEST_NS		"REMU_TEST"
+#endif
+
+/*
+ * struct ubuf_info (zero-copy frags, remu_zc.c): 6.1 has the completion
+ * callback in the struct itself; since 6.5 it points to a struct
+ * ubuf_info_ops with .complete.  REMU_UBUF_OPS(name, fn) defines what
+ * remu_ubuf_init() installs, remu_ubuf_is() tells one of remu's own.
+ */
+#ifdef REMU_HAVE_UBUF_INFO_OPS
+#define REMU_UBUF_OPS(name, fn) \
+	static const struct ubuf_info_ops name = { .complete = fn }
+#define remu_ubuf_init(u, name)		((u)->ops = &(name))
+#define remu_ubuf_is(u, name)		((u)->ops == &(name))
+#else
+#define REMU_UBUF_OPS(name, fn) \
+	static void (*const name)(struct sk_buff *, struct ubuf_info *, \
+				  bool) = fn
+#define remu_ubuf_init(u, name)		((u)->callback = (name))
+#define remu_ubuf_is(u, name)		((u)->callback == (name))
 #endif
 
 #endif /* REMU_COMPAT_H */

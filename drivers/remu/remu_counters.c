@@ -27,6 +27,7 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_SEND_ERR]		= { .name = "send_err" },
 	[REMU_CNT_LOOPBACK_PKTS]	= { .name = "loopback_pkts" },
 	[REMU_CNT_TX_FRAG_PKTS]		= { .name = "tx_frag_pkts" },
+	[REMU_CNT_TX_FRAG_COPIED]	= { .name = "tx_frag_copied" },
 	[REMU_CNT_RCVD_MCAST_PKTS]	= { .name = "rcvd_mcast_pkts" },
 	[REMU_CNT_RCVD_MCAST_NO_QP]	= { .name = "rcvd_mcast_no_qp" },
 	[REMU_CNT_DUP_REQ]		= { .name = "duplicate_request" },
@@ -56,6 +57,7 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_RCVD_RESP_AHEAD]	= { .name = "rcvd_resp_ahead" },
 	[REMU_CNT_RCVD_BAD_RESP_OP]	= { .name = "rcvd_bad_resp_op" },
 	[REMU_CNT_RCVD_NO_MEM]		= { .name = "rcvd_no_mem" },
+	[REMU_CNT_RCVD_REVOKED]		= { .name = "rcvd_revoked" },
 	[REMU_CNT_RCVD_MAD_TOO_LONG]	= { .name = "rcvd_mad_too_long" },
 	[REMU_CNT_RESP_REMOTE_ACCESS_ERR] = {
 		.name = "resp_remote_access_errors" },
@@ -86,6 +88,7 @@ static const struct rdma_stat_desc remu_counter_desc[REMU_CNT_COUNT] = {
 	[REMU_CNT_MKEY_SEGMENTS]	= { .name = "mkey_segments" },
 	[REMU_CNT_MKEY_ENTRY_ERRORS]	= { .name = "mkey_entry_errors" },
 	[REMU_CNT_MKEYS]		= { .name = "mkeys" },
+	[REMU_CNT_PACED_PKTS]		= { .name = "paced_pkts" },
 };
 
 struct rdma_hw_stats *remu_alloc_hw_port_stats(struct ib_device *ibdev,

@@ -26,8 +26,13 @@ enum remu_counter {
 	REMU_CNT_SEND_ERR,
 	/* of sent_pkts: handed to a remu device of this namespace directly */
 	REMU_CNT_LOOPBACK_PKTS,
-	/* of the packets sent: payload by reference (page frags), no copy */
+	/*
+	 * of the packets sent: payload by reference (page frags), no copy;
+	 * and of those, the ones copied as they left through the IP stack
+	 * (remu_zc.c: only the loopback path keeps them by reference)
+	 */
 	REMU_CNT_TX_FRAG_PKTS,
+	REMU_CNT_TX_FRAG_COPIED,
 	/* multicast (remu_mcast.c) */
 	REMU_CNT_RCVD_MCAST_PKTS,	/* to a group with attached QPs */
 	REMU_CNT_RCVD_MCAST_NO_QP,	/* to a group with none: dropped */
@@ -71,6 +76,8 @@ enum remu_counter {
 	/* response of the wrong kind for the request at its PSN */
 	REMU_CNT_RCVD_BAD_RESP_OP,
 	REMU_CNT_RCVD_NO_MEM,		/* dropped for want of memory */
+	/* by-reference payload whose memory was taken back: not placed */
+	REMU_CNT_RCVD_REVOKED,
 	REMU_CNT_RCVD_MAD_TOO_LONG,	/* GSI: longer than a MAD */
 	/* requests the responder refused: NAK and QP to ERR (mlx5's names) */
 	REMU_CNT_RESP_REMOTE_ACCESS_ERR,
@@ -92,14 +99,11 @@ enum remu_counter {
 	REMU_CNT_DMABUF_INVALIDATIONS,	/* ... that dropped a live mapping */
 	REMU_CNT_DMABUF_REMAPS,		/* re-maps on access after that */
 	REMU_CNT_DMABUF_MRS,		/* a gauge: live dma-buf MRs */
-	REMU_CNT_DMABUF_P2P_MRS,	/* a gauge: of those, reached through
-					 * the exporter's DMA addresses */
-	REMU_CNT_DMABUF_MAP_ERRORS,	/* re-maps on access that failed
-					 * (revoked, unreachable) */
+	REMU_CNT_DMABUF_P2P_MRS,	/* a gauge: of those, P2P (DMA addrs) */
+	REMU_CNT_DMABUF_MAP_ERRORS,	/* failed re-maps (revoked, no path) */
 	/* device memory exported as a dma-buf (remu_dmabuf_export.c) */
 	REMU_CNT_DMABUF_EXPORTS,	/* a gauge: live exported dma-bufs */
-	REMU_CNT_DMABUF_EXPORT_MAPS,	/* a gauge: importers' mappings of
-					 * them (maps minus unmaps) */
+	REMU_CNT_DMABUF_EXPORT_MAPS,	/* a gauge: importers' live mappings */
 	REMU_CNT_DMABUF_EXPORT_REVOKES,	/* exported dma-bufs revoked */
 	/* indirect memory keys (remu_mkey.c) */
 	REMU_CNT_UMR_CONFIGS,		/* UMRs that configured a key */
@@ -108,6 +112,8 @@ enum remu_counter {
 	REMU_CNT_MKEY_SEGMENTS,
 	REMU_CNT_MKEY_ENTRY_ERRORS,	/* accesses a key's entries refused */
 	REMU_CNT_MKEYS,			/* a gauge: live indirect keys */
+	/* request packets a QP's rate limit held back (remu_pace.c) */
+	REMU_CNT_PACED_PKTS,
 	REMU_CNT_COUNT
 };
 

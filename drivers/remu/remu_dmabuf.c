@@ -473,6 +473,60 @@ static const struct remu_mr_backing_ops remu_dmabuf_ops = {
 };
 
 /*
+ * The importer's state for @length bytes at @offset of @dmabuf, whose
+ * reference it takes over: reached through the CPU mapping, or as a DMA
+ * engine would (P2P) when the exporter gives none.  NULL without memory.
+ */
+static struct remu_dmabuf *remu_dmabuf_new(struct remu_dev *rdev,
+					   struct dma_buf *dmabuf,
+					   u64 offset, u64 length)
+{
+	struct remu_dmabuf *db = kzalloc(sizeof(*db), GFP_KERNEL);
+
+	if (!db)
+		return NULL;
+	db->rdev = rdev;
+	db->dmabuf = dmabuf;
+	db->offset = offset;
+	db->length = length;
+	db->p2p = !dmabuf->ops->vmap;
+	return db;
+}
+
+/*
+ * Attach @db as a dynamic importer (the PCI function above the netdev
+ * for a P2P buffer, where there is one) and map the buffer once.
+ * Return: 0, or the attach's or map's error; a P2P exporter that cannot
+ * map for remu's device (no P2P path from it: dma_buf_phys_vec_to_sgt()'s
+ * -EINVAL) is memory remu cannot reach, -EOPNOTSUPP.
+ */
+static int remu_dmabuf_attach_map(struct remu_dmabuf *db)
+{
+	struct remu_dev *rdev = db->rdev;
+	struct dma_buf_attachment *attach;
+	int err;
+
+	if (db->p2p)
+		attach = dma_buf_dynamic_attach(db->dmabuf, rdev->dmabuf_pci ?:
+						rdev->dmabuf_dev,
+						&remu_dmabuf_p2p_ops, db);
+	else
+		attach = dma_buf_dynamic_attach(db->dmabuf, rdev->dmabuf_dev,
+						&remu_dmabuf_attach_ops, db);
+	trace_remu_dmabuf_attach(&rdev->ib_dev, db->dmabuf, 0,
+				 PTR_ERR_OR_ZERO(attach));
+	if (IS_ERR(attach))
+		return PTR_ERR(attach);
+	db->attach = attach;
+	dma_resv_lock(db->dmabuf->resv, NULL);
+	err = remu_dmabuf_take_map(db);
+	dma_resv_unlock(db->dmabuf->resv);
+	if (err == -EINVAL && db->p2p)
+		return -EOPNOTSUPP;
+	return err;
+}
+
+/*
  * Take a reference on the dma-buf behind @fd and check that it can back
  * [@offset, @offset + @length) with @access: every refusal happens here,
  * before remu attaches.
@@ -532,7 +586,6 @@ struct ib_mr *remu_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
 				      struct uverbs_attr_bundle *attrs)
 {
 	struct remu_dev *rdev = to_remu_dev(ibpd->device);
-	struct dma_buf_attachment *attach;
 	struct dma_buf *dmabuf;
 	struct remu_dmabuf *db;
 	struct remu_mr *mr;
@@ -544,42 +597,12 @@ struct ib_mr *remu_reg_user_mr_dmabuf(struct ib_pd *ibpd, u64 offset,
 	dmabuf = remu_dmabuf_get(fd, offset, length, access);
 	if (IS_ERR(dmabuf))
 		return ERR_CAST(dmabuf);
-	db = kzalloc(sizeof(*db), GFP_KERNEL);
+	db = remu_dmabuf_new(rdev, dmabuf, offset, length);
 	if (!db) {
 		dma_buf_put(dmabuf);
 		return ERR_PTR(-ENOMEM);
 	}
-	db->rdev = rdev;
-	db->dmabuf = dmabuf;
-	db->offset = offset;
-	db->length = length;
-	/* no CPU mapping to copy through: reach it as a DMA engine would */
-	db->p2p = !dmabuf->ops->vmap;
-
-	if (db->p2p)
-		attach = dma_buf_dynamic_attach(dmabuf, rdev->dmabuf_pci ?:
-						rdev->dmabuf_dev,
-						&remu_dmabuf_p2p_ops, db);
-	else
-		attach = dma_buf_dynamic_attach(dmabuf, rdev->dmabuf_dev,
-						&remu_dmabuf_attach_ops, db);
-	trace_remu_dmabuf_attach(&rdev->ib_dev, dmabuf, 0,
-				 PTR_ERR_OR_ZERO(attach));
-	if (IS_ERR(attach)) {
-		err = PTR_ERR(attach);
-		goto err_free;
-	}
-	db->attach = attach;
-	dma_resv_lock(dmabuf->resv, NULL);
-	err = remu_dmabuf_take_map(db);
-	dma_resv_unlock(dmabuf->resv);
-	/*
-	 * An exporter that cannot map for remu's P2P device (no P2P path
-	 * from it: dma_buf_phys_vec_to_sgt()'s -EINVAL) is one remu cannot
-	 * reach.
-	 */
-	if (err == -EINVAL && db->p2p)
-		err = -EOPNOTSUPP;
+	err = remu_dmabuf_attach_map(db);
 	if (err)
 		goto err_free;
 

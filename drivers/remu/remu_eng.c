@@ -10,7 +10,8 @@
  * doorbell (remu_eng_doorbell(): no queueing, wake-up and context switch
  * per message), which hands over to the work item outside RTS, when its
  * PD has an MR that may fault (remu_eng_inline_ok()) or when the budget is
- * spent; the timers, which queue the work; the engines' life cycle: init,
+ * spent; the timers, which queue the work (the pacer's: remu_pace.c);
+ * the engines' life cycle: init,
  * the sets modify_qp makes (remu_eng_alloc(), remu_eng_set()) and the
  * owner takes (remu_eng_take()), state changes and the RESET mark,
  * waiting for the owner (remu_eng_wait_run()) and fini.
@@ -67,6 +68,7 @@ int remu_eng_init(struct remu_qp *qp)
 	skb_queue_head_init(&e->rxq);
 	timer_setup(&e->timer, remu_eng_timer, 0);
 	timer_setup(&e->ptimer, remu_eng_ptimer, 0);
+	remu_pace_init(qp);
 	/* every transport: remu_req_av() (RC/UC) uses it, destroy frees it */
 	if (dst_cache_init(&e->dst_cache, gfp))
 		return -ENOMEM;
@@ -99,6 +101,8 @@ void remu_eng_fini(struct remu_qp *qp)
 
 	timer_shutdown_sync(&e->timer);
 	timer_shutdown_sync(&e->ptimer);
+	/* no run arms the pacer's timer after this (remu_pace_hold()) */
+	WRITE_ONCE(e->pace.stopped, true);
 	/*
 	 * No doorbell can start any more (uverbs destroys a QP only when no
 	 * command uses it); wait for those in flight to let go of the
@@ -106,6 +110,8 @@ void remu_eng_fini(struct remu_qp *qp)
 	 */
 	wait_var_event(&e->inl, !atomic_read(&e->inl));
 	cancel_work_sync(&qp->send_work);
+	/* a timer a run armed before, and the work it queued since */
+	remu_pace_fini(qp);
 	skb_queue_purge(&e->rxq);
 	kvfree(e->st);
 	kvfree(e->copy);
@@ -326,6 +332,7 @@ static void remu_eng_reset(struct remu_qp *qp)
 
 	del_timer(&e->timer);
 	del_timer(&e->ptimer);
+	remu_pace_reset(qp);
 	clear_bit(REMU_ENG_TIMEOUT, &e->timed_out);
 	clear_bit(REMU_ENG_PROBE, &e->timed_out);
 	e->probing = false;
@@ -400,6 +407,8 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 	lockdep_assert_held(&qp->mutex);
 	switch (next) {
 	case IB_QPS_RESET:
+		/* the rate limit goes with the state (remu_pace_clear()) */
+		remu_pace_clear(qp);
 		remu_eng_reset_mark(qp);
 		break;
 	case IB_QPS_RTR:
@@ -423,6 +432,7 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next)
 	case IB_QPS_ERR:
 		del_timer(&e->timer);
 		del_timer(&e->ptimer);
+		remu_pace_clear(qp);
 		break;
 	default:
 		break;

@@ -18,6 +18,7 @@
 #define REMU_ENG_H
 
 #include <linux/bitmap.h>
+#include <linux/hrtimer.h>
 #include <linux/skbuff.h>
 #include <linux/timer.h>
 #include <net/dst_cache.h>
@@ -181,6 +182,32 @@ struct remu_rd_res_set {
 };
 
 /**
+ * struct remu_pace - a QP's rate limit and its pacer (remu_pace.c)
+ * @cfg:	the limit modify_qp set: rate in kbps in the low 32 bits (0:
+ *		none), max_burst_sz in bytes in the high 32 (0: the default);
+ *		written under qp->mutex with WRITE_ONCE(), read with
+ *		READ_ONCE() by the owner and by rdma res
+ * @typical:	the typical_pkt_sz given with it (shown by rdma res only)
+ * @cur:	the @cfg the pacer runs with (the engines' owner)
+ * @tat:	ns (CLOCK_MONOTONIC) at which the bytes sent so far would all
+ *		have left at the rate: a packet may go when now >= @tat - @tau
+ * @tau:	the burst as time: max_burst_sz at the rate, or the default
+ * @held:	the requester holds a packet for the pacer (counted once)
+ * @stopped:	the QP is being destroyed: the timer is not armed any more
+ * @timer:	queues the QP's work when the held packet may go
+ */
+struct remu_pace {
+	u64 cfg;
+	u16 typical;
+	u64 cur;
+	u64 tat;
+	u64 tau;
+	bool held;
+	bool stopped;
+	struct hrtimer timer;
+};
+
+/**
  * struct remu_qp_eng - engine state of a QP (see the top comment)
  * @rxq:	packets queued by remu_rcv() (its own lock: softirq side)
  * @mtu:	path MTU in bytes
@@ -220,6 +247,7 @@ struct remu_rd_res_set {
  * @probes:	probes sent since the last go-back for another hole
  * @areq:	the packet @areq_psn, the first of a go-back's resend, is
  *		still to go out: it asks for an ACK (remu_req_go_back())
+ * @pace:	the rate limit and its pacer (remu_pace.c)
  * @run:	REMU_ENG_RUNNING: someone owns the engines (remu_eng_run(),
  *		in the work item or the doorbell's caller); REMU_ENG_AGAIN:
  *		something for them came since the owner last looked (a
@@ -241,6 +269,9 @@ struct remu_rd_res_set {
  * @rext:	inline receive: the completion being built (remu_resp.c)
  * @roff:	bytes placed into it
  * @wr_va, @wr_rkey, @wr_len, @wr_off: the RDMA WRITE in progress
+ * @wr_gen:	what its rkey named at its first packet (remu_rkey.gen):
+ *		a later packet that finds another registration or bind
+ *		under the key fails the message
  * @res:	RC responder: the last max_dest_rd_atomic READs and atomics
  *		(at least one), the only requests a duplicate may repeat;
  *		NULL until the QP first enters RTR, and for other transports.
@@ -291,6 +322,7 @@ struct remu_qp_eng {
 	u8 probes;
 	bool areq;
 	u32 areq_psn;
+	struct remu_pace pace;
 	unsigned long run;
 	unsigned long gen;
 	atomic_t inl;
@@ -311,6 +343,7 @@ struct remu_qp_eng {
 	u32 wr_rkey;
 	u32 wr_len;
 	u32 wr_off;
+	u64 wr_gen;
 	struct remu_rd_res_set *res;
 	struct remu_rd_res_set *res_new;
 	struct remu_uav *uav;
@@ -378,12 +411,14 @@ void remu_eng_modify(struct remu_qp *qp, int cur, int next);
  * struct remu_qp_change - a modify_qp, as remu_eng_alloc() looks at it
  * @attr, @mask: its attributes, already checked
  * @cur, @next: the state before and after it
+ * @drv:	its driver data (zeroes when the command had none)
  */
 struct remu_qp_change {
 	const struct ib_qp_attr *attr;
 	int mask;
 	enum ib_qp_state cur;
 	enum ib_qp_state next;
+	const struct remu_modify_qp_cmd *drv;
 };
 
 /* what a modify_qp gives the engines (remu_eng_alloc(), remu_eng_set()) */
@@ -408,6 +443,21 @@ void remu_req_ask_again(struct remu_qp *qp, u32 idx);
 void remu_req_post_av(struct remu_qp *qp);
 void *remu_req_copy(struct remu_qp *qp, u32 idx);
 int remu_req_av(struct remu_qp *qp, struct remu_av *av);
+
+/* the pacer (remu_pace.c) */
+void remu_pace_init(struct remu_qp *qp);
+void remu_pace_fini(struct remu_qp *qp);
+void remu_pace_reset(struct remu_qp *qp);
+void remu_pace_clear(struct remu_qp *qp);
+int remu_pace_check(struct remu_qp *qp, const struct remu_qp_change *c);
+void remu_pace_set(struct remu_qp *qp, const struct remu_qp_change *c);
+u32 remu_pace_wire_len(const struct remu_av *av, u32 hdr_len, u32 paylen);
+u64 remu_pace_wait(struct remu_qp *qp);
+void remu_pace_hold(struct remu_qp *qp, u64 when);
+bool remu_pace_will_hold(struct remu_qp *qp, u32 wire);
+void remu_pace_sent(struct remu_qp *qp, u32 wire);
+void remu_pace_caps(struct remu_packet_pacing_caps *caps);
+int remu_pace_fill_res(struct sk_buff *msg, struct remu_qp *qp);
 
 /* responder */
 void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb);

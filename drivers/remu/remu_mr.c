@@ -342,12 +342,21 @@ static int remu_seg_skb(void *kaddr, unsigned int n, u64 done, bool write,
 			void *arg)
 {
 	struct remu_skb_pos *p = arg;
+	struct remu_zc *zc;
 	int err;
 
-	if (write)
-		err = skb_copy_bits(p->skb, p->off + (int)done, kaddr, n);
-	else
-		err = skb_store_bits(p->skb, p->off + (int)done, kaddr, n);
+	if (!write)
+		return skb_store_bits(p->skb, p->off + (int)done, kaddr, n) ?
+		       -EFAULT : 0;
+	/*
+	 * Another MR's memory by reference is read only inside a section
+	 * of its zc: never once that MR was deregistered (remu_zc.c)
+	 */
+	err = remu_zc_begin(p->skb, &zc);
+	if (err)
+		return err;
+	err = skb_copy_bits(p->skb, p->off + (int)done, kaddr, n);
+	remu_zc_end(zc);
 	return err ? -EFAULT : 0;
 }
 
@@ -433,12 +442,12 @@ int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 EXPORT_SYMBOL_NS_GPL(remu_mr_copy_skb, REMU_TEST_NS);
 
 /*
- * Backings whose pages may be handed to the network stack by reference:
- * ordinary process memory with struct pages.  UMEM pages are pinned for
- * the MR's life; an ODP page is referenced under the umem_mutex that
- * ->map() holds, so an invalidation cannot take it away in between.
- * Kernel and fast-reg MRs (their memory may be slab), device memory,
- * dma-buf and indirect keys are always copied.
+ * Backings whose pages may go into a packet by reference: ordinary
+ * process memory with struct pages.  UMEM pages are pinned for the MR's
+ * life; an ODP page is referenced under the umem_mutex that ->map()
+ * holds, so an invalidation cannot take it away in between.  Kernel and
+ * fast-reg MRs (their memory may be slab), device memory, dma-buf and
+ * indirect keys are always copied.
  */
 static bool remu_mr_can_frag(const struct remu_mr *mr)
 {
@@ -449,6 +458,7 @@ int remu_mr_frag_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 		     u64 len)
 {
 	struct skb_shared_info *sh = skb_shinfo(skb);
+	struct remu_zc *zc;
 	u64 off, done = 0;
 	int err;
 
@@ -457,6 +467,13 @@ int remu_mr_frag_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 		return -EOPNOTSUPP;
 	if (!remu_mr_in_bounds(mr, iova, len))
 		return -ERANGE;
+	/* the MR's zc, taken before any page is mapped (remu_zc_get()) */
+	zc = remu_zc_get(mr);
+	if (!zc)
+		return -EOPNOTSUPP;
+	err = remu_zc_attach(skb, zc);
+	if (err)
+		return err;
 	off = iova - mr->iova;
 	while (done < len) {
 		struct remu_mr_seg seg;
@@ -486,8 +503,6 @@ int remu_mr_frag_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 		skb->truesize += seg.len;
 		done += seg.len;
 	}
-	/* process memory the owner may write while the skb is in flight */
-	sh->flags |= SKBFL_SHARED_FRAG;
 	return 0;
 }
 
@@ -730,6 +745,8 @@ int remu_mr_fast_reg(struct remu_mr *mr, u32 key, unsigned int access,
 	mr->length = length;
 	WRITE_ONCE(mr->access, access);
 	WRITE_ONCE(mr->key, key);
+	/* a new registration, even under the key of before */
+	WRITE_ONCE(mr->gen, remu_mrs_gen(&mr->rdev->mrs));
 	/* full barrier: the above is visible before the MR is VALID */
 	if (cmpxchg(&mr->state, REMU_MR_FREE, REMU_MR_VALID) != REMU_MR_FREE)
 		return -EINVAL;
@@ -787,6 +804,7 @@ struct remu_mr *remu_mr_new(struct ib_pd *ibpd, enum remu_mr_kind kind,
 	mr->state = REMU_MR_FREE;
 	refcount_set(&mr->refs, 1);
 	init_completion(&mr->done);
+	mutex_init(&mr->zc_lock);
 	return mr;
 }
 
@@ -832,6 +850,7 @@ struct ib_mr *remu_mr_publish(struct remu_mr *mr)
 		mr->ib_mr.iova = mr->iova;
 		mr->ib_mr.length = mr->length;
 	}
+	mr->gen = remu_mrs_gen(t);
 	err = xa_err(xa_store(&t->xa, index, mr, GFP_KERNEL));
 	if (err) {
 		xa_erase(&t->xa, index);
@@ -914,6 +933,8 @@ int remu_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	/* drop the owner's reference, then wait for accesses in flight */
 	remu_mr_put(mr);
 	wait_for_completion(&mr->done);
+	/* and packets in flight that carry its pages by reference */
+	remu_zc_revoke_mr(mr);
 
 	trace_remu_mr_dereg(mr);
 	if (mr->ops->release)
@@ -1160,6 +1181,7 @@ void remu_mr_dev_init(struct remu_dev *rdev)
 	t->next_index = get_random_u32() % REMU_KEY_INDEX_MAX + 1;
 	atomic_set(&t->count, 0);
 	atomic64_set(&t->pages_pinned, 0);
+	atomic64_set(&t->gen, 0);
 	spin_lock_init(&t->atomic_lock);
 
 	a->max_mr = REMU_MAX_MR;

@@ -52,6 +52,9 @@
  *    mr->num_mw (under xa_lock) and makes deregistration fail (-EBUSY);
  *  - rereg keeps the keys: remu_mr_replace() stores the new MR at the old
  *    index before the old one becomes a ZOMBIE, which lookups skip;
+ *  - payload by reference: the packets' frags of an MR are read only
+ *    inside sections of its zc (remu_zc.c), which deregistration closes
+ *    and drains once the accesses in flight are done (mr->zc_lock);
  *  - a fast-reg or indirect MR's key, range and rights are written before
  *    a cmpxchg() makes it VALID, and read after an acquire of the state;
  *  - atomics hold rdev->mrs.atomic_lock (BH-safe) around the
@@ -63,6 +66,7 @@
 #define REMU_MR_H
 
 #include <linux/completion.h>
+#include <linux/mutex.h>
 #include <linux/random.h>
 #include <linux/rcupdate.h>
 #include <linux/refcount.h>
@@ -77,6 +81,7 @@ struct remu_pd;
 struct remu_dm;
 struct remu_dmabuf;
 struct ib_umem;
+struct remu_zc;
 
 #define REMU_KEY_TAG_BITS	8
 #define REMU_KEY_TAG_MASK	0xffu
@@ -103,6 +108,7 @@ struct remu_mr_table {
 	spinlock_t atomic_lock;	/* serialises remu_mr_atomic() */
 	struct xarray mw_xa;	/* index -> struct remu_window (remu_mw.c) */
 	atomic_t mw_count;	/* live memory windows, bounded by REMU_MAX_MW */
+	atomic64_t gen;		/* the last registration number handed out */
 };
 
 /** enum remu_mr_kind - the backing of an MR (how its memory is reached) */
@@ -209,6 +215,10 @@ struct remu_odp_stats {
  * @key:	current lkey == rkey
  * @access:	IB_ACCESS_* rights of the current registration
  * @iova:	first valid iova; @length bytes from there (KERNEL: 0, ~0)
+ * @gen:	registration number, unique on the device: a new one for
+ *		every registration (reg, rereg's new MR, each fast
+ *		registration), so that a message can tell whether its key
+ *		still names what its first packet found (remu_rkey.gen)
  * @refs:	owner reference + one per access in flight
  * @done:	completed when @refs drops to zero
  * @num_mw:	memory windows bound to it (dereg then fails with -EBUSY)
@@ -230,6 +240,9 @@ struct remu_odp_stats {
  * @mkey_layout: INDIRECT: the entries a UMR set (RCU, remu_mkey.c)
  * @mkey_max:	INDIRECT: entries it takes
  * @mkey_remote_inv: INDIRECT: SEND_WITH_INV may invalidate it
+ * @zc:		UMEM/ODP: what the packets carrying its pages by reference
+ *		carry (remu_zc.c), or NULL; revoked at deregistration
+ * @zc_lock:	serialises the revocations of @zc
  * @rcu:	for kfree_rcu (lookups are lockless)
  */
 struct remu_mr {
@@ -243,6 +256,7 @@ struct remu_mr {
 	unsigned int access;
 	u64 iova;
 	u64 length;
+	u64 gen;
 	refcount_t refs;
 	struct completion done;
 	atomic_t num_mw;
@@ -265,6 +279,9 @@ struct remu_mr {
 	struct remu_mkey_layout __rcu *mkey_layout;
 	u32 mkey_max;
 	bool mkey_remote_inv;
+
+	struct remu_zc __rcu *zc;
+	struct mutex zc_lock;	/* serialises revoking @zc */
 
 	struct rcu_head rcu;
 };
@@ -343,7 +360,12 @@ int remu_mr_copy(struct remu_mr *mr, u64 iova, void *buf, u64 len,
  *		skb, which must already have room for @len bytes at @skb_off)
  *
  * No bounce buffer: each MR segment is copied straight to or from the skb.
- * Context and return: as remu_mr_copy(); -EFAULT also if @skb is too short.
+ * Payload @skb carries by reference (remu_mr_frag_skb()) is read inside a
+ * section of its zc (remu_zc_begin()), segment by segment.
+ * Context and return: as remu_mr_copy(); -EFAULT also if @skb is too short;
+ * REMU_TO_MR: -ESTALE when @skb's payload is another MR's memory by
+ * reference whose MR was deregistered (or re-registered) since: drop the
+ * packet unread (the segments before may have been placed).
  */
 int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 		     int skb_off, u64 len, enum remu_copy_dir dir);
@@ -360,22 +382,33 @@ int remu_mr_copy_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
  *
  * Each page of [@iova, @iova + @len) is referenced (get_page) and attached
  * as a page fragment (contiguous pieces of one page are merged);
- * skb->len, data_len and truesize grow by @len, and the skb is marked
- * SKBFL_SHARED_FRAG (the frags are process memory the owner may write
- * meanwhile).  Only UMEM and ODP MRs qualify; an ODP page is referenced
- * under the umem_mutex that ->map() holds.  The references keep the pages
- * alive after the MR is deregistered or the range invalidated; the bytes
- * are what the memory held when the ICRC was computed, or the peer drops
- * the packet for its ICRC (see docs/performance-log.md, step 5).
+ * skb->len, data_len and truesize grow by @len, and the skb carries the
+ * MR's zc (remu_zc.c: SKBFL_ZEROCOPY_FRAG, the frags are process memory
+ * the owner may write meanwhile).  Only UMEM and ODP MRs qualify; an ODP
+ * page is referenced under the umem_mutex that ->map() holds.  The
+ * references keep the pages alive after the MR is deregistered or the
+ * range invalidated, but the bytes are read only inside sections of the
+ * zc, which deregistration closes: what is placed is what the memory
+ * held while it was granted, or nothing
+ * (docs/security.md, "Zero-copy safety").
  *
  * Context: process context, may sleep (ODP faults).
- * Return: 0; -EOPNOTSUPP (another backing, or a page without struct
- * page) or -E2BIG (more than REMU_FRAG_MAX frags): the caller copies
- * instead; -ERANGE, -EFAULT as remu_mr_copy().  On error some frags may
- * have been attached: the caller frees @skb.
+ * Return: 0; -EOPNOTSUPP (another backing, a page without struct page, an
+ * skb that carries another MR's pages, no memory for the zc) or -E2BIG
+ * (more than REMU_FRAG_MAX frags): the caller copies instead; -ERANGE,
+ * -EFAULT as remu_mr_copy().  On error some frags may have been attached:
+ * the caller frees @skb.
  */
 int remu_mr_frag_skb(struct remu_mr *mr, u64 iova, struct sk_buff *skb,
 		     u64 len);
+
+/* ---- payload by reference: remu_zc.c ---- */
+struct remu_zc *remu_zc_get(struct remu_mr *mr);
+int remu_zc_attach(struct sk_buff *skb, struct remu_zc *zc);
+int remu_zc_begin(struct sk_buff *skb, struct remu_zc **zcp);
+void remu_zc_end(struct remu_zc *zc);
+int remu_zc_orphan(struct sk_buff *skb);
+void remu_zc_revoke_mr(struct remu_mr *mr);
 
 /**
  * remu_mr_atomic - 64-bit compare-and-swap or fetch-and-add in an MR
@@ -532,6 +565,9 @@ struct remu_mw {
  * @addr:	window: first iova (in the MR's iova space)
  * @length:	window: bytes
  * @access:	window: IB_ACCESS_REMOTE_* rights
+ * @gen:	the registration or bind the key named when looked up
+ *		(remu_mr.gen, or the window's bind number): two lookups found
+ *		the same thing if and only if their @gen are equal
  */
 struct remu_rkey {
 	struct remu_mr *mr;
@@ -541,6 +577,7 @@ struct remu_rkey {
 	u64 addr;
 	u64 length;
 	unsigned int access;
+	u64 gen;
 };
 
 /**
@@ -636,6 +673,12 @@ void remu_mw_dev_fini(struct remu_dev *rdev);
  */
 bool remu_mr_mw_get(struct remu_mr *mr);
 void remu_mr_mw_put(struct remu_mr *mr);
+
+/* a new registration (or bind) number of @rdev's key space */
+static inline u64 remu_mrs_gen(struct remu_mr_table *t)
+{
+	return atomic64_inc_return(&t->gen);
+}
 
 /* For the test module: the remu device behind @ibdev, or NULL. */
 struct remu_dev *remu_dev_of(struct ib_device *ibdev);

@@ -52,6 +52,8 @@
  * @length:	bytes
  * @access:	IB_ACCESS_REMOTE_* rights granted
  * @qpn:	type 2B: the QP it was bound through (the only one it serves)
+ * @gen:	the bind's number (remu_mrs_gen()): a new one for every bind,
+ *		even one that installs the key of before (remu_rkey.gen)
  * @rcu:	for kfree_rcu
  */
 struct remu_window {
@@ -66,6 +68,7 @@ struct remu_window {
 	u64 length;
 	unsigned int access;
 	u32 qpn;
+	u64 gen;
 	struct rcu_head rcu;
 };
 
@@ -95,8 +98,11 @@ int remu_rkey_get(struct remu_dev *rdev, u32 key, struct remu_rkey *rk)
 
 	memset(rk, 0, sizeof(*rk));
 	rk->mr = remu_mr_lookup(rdev, key, REMU_RKEY);
-	if (rk->mr)
+	if (rk->mr) {
+		/* after the lookup's acquire of the MR's state */
+		rk->gen = READ_ONCE(rk->mr->gen);
 		return 0;
+	}
 
 	rcu_read_lock();
 	win = xa_load(&rdev->mrs.mw_xa, remu_key_index(key));
@@ -112,6 +118,7 @@ int remu_rkey_get(struct remu_dev *rdev, u32 key, struct remu_rkey *rk)
 			rk->addr = win->addr;
 			rk->length = win->length;
 			rk->access = win->access;
+			rk->gen = win->gen;
 			err = 0;
 		}
 		spin_unlock(&win->lock);
@@ -235,6 +242,7 @@ int remu_mw_bind(struct remu_dev *rdev, struct remu_pd *pd, u32 qpn,
 		win->length = b->length;
 		win->access = b->access & REMU_MW_RIGHTS;
 		win->qpn = win->type == IB_MW_TYPE_2 ? qpn : 0;
+		win->gen = remu_mrs_gen(&rdev->mrs);
 	}
 	spin_unlock(&win->lock);
 out:

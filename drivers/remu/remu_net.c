@@ -628,7 +628,7 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 	struct dst_entry *dst;
 	int err;
 
-	if (skb_is_nonlinear(skb))
+	if (skb_zcopy(skb))
 		remu_count(rdev, REMU_CNT_TX_FRAG_PKTS);
 	trace_remu_pkt_send(rdev, bth, skb->len);
 	dst = remu_route(net, rdev->ndev, av);
@@ -649,6 +649,19 @@ int remu_net_xmit(struct remu_dev *rdev, const struct remu_av *av,
 	/* never on a wire: no ICRC to compute (remu_net_loopback()) */
 	if (remu_net_loopback(rdev, dst, skb))
 		return 0;
+	/*
+	 * Payload by reference is read by remu's own engines only: what
+	 * leaves through the IP stack takes a copy first (remu_zc.c), which
+	 * the ICRC then covers.  Taken back already: lost, as on a wire.
+	 */
+	if (skb_zcopy(skb)) {
+		err = remu_zc_orphan(skb);
+		if (err) {
+			kfree_skb(skb);
+			goto err;
+		}
+		remu_count(rdev, REMU_CNT_TX_FRAG_COPIED);
+	}
 	err = remu_net_out(net, skb, bth);
 	if (err)
 		goto err;
@@ -981,6 +994,7 @@ static bool remu_net_loopback(struct remu_dev *rdev,
 	skb_orphan(skb);
 	skb->dev = to->ndev;
 	skb->pkt_type = PACKET_HOST;
+	/* payload by reference stays so: the receiver's engine reads it */
 	__skb_pull(skb, skb_transport_offset(skb));
 
 	remu_rx_deliver(to, skb, true);

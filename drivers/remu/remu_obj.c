@@ -35,6 +35,7 @@ static const char * const remu_obj_name[REMU_OBJ_TYPE_COUNT] = {
 	[REMU_OBJ_MCAST_GRP] = "mcast_grp",
 	[REMU_OBJ_MCAST_ATTACH] = "mcast_attach",
 	[REMU_OBJ_MKEY] = "mkey",
+	[REMU_OBJ_ZC] = "zc",
 };
 
 void remu_obj_get(enum remu_obj_type type)

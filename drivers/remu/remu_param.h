@@ -93,4 +93,14 @@
 #define REMU_MAX_TOTAL_MCAST_QP_ATTACH \
 	(REMU_MAX_MCAST_GRP * REMU_MAX_MCAST_QP_ATTACH)
 
+/*
+ * Per-QP rate limits (remu_pace.c), in kbps as the verbs give them
+ * (1 kbps = 1000 bit/s): the packet_pacing_caps reported.  mlx5 reports
+ * its firmware's range; these are remu's own: 1 Mb/s, at which one packet
+ * of the largest MTU already takes 34 ms, to 100 Gb/s, faster than remu
+ * moves packets over any netdev.
+ */
+#define REMU_RATE_LIMIT_MIN	1000U		/* 1 Mb/s */
+#define REMU_RATE_LIMIT_MAX	100000000U	/* 100 Gb/s */
+
 #endif /* REMU_PARAM_H */

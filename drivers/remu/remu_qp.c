@@ -675,13 +675,18 @@ static void remu_qp_enter(struct remu_qp *qp, enum ib_qp_state cur,
 /*
  * modify_qp under qp->mutex: the transition and the attributes checked,
  * the engines' sets allocated, then (nothing can fail any more) the
- * attributes stored and the new state entered.  @reset: set if the QP
- * entered RESET.
+ * attributes stored and the new state entered.  @drv: the command's
+ * driver data.  @reset: set if the QP entered RESET.
+ *
+ * IB_QP_RATE_LIMIT: ib_modify_qp_is_ok() lets it through for raw packet
+ * QPs only, where mlx5 offers it; remu offers it on the QP types of its
+ * packet_pacing_caps, with the same transitions (remu_pace_check()).
  */
 static int remu_qp_modify_locked(struct remu_qp *qp, struct ib_qp_attr *attr,
-				 int mask, bool *reset)
+				 int mask, const struct remu_modify_qp_cmd *drv,
+				 bool *reset)
 {
-	struct remu_qp_change c = { .attr = attr, .mask = mask };
+	struct remu_qp_change c = { .attr = attr, .mask = mask, .drv = drv };
 	struct remu_eng_new eng_new;
 	int err;
 
@@ -690,8 +695,12 @@ static int remu_qp_modify_locked(struct remu_qp *qp, struct ib_qp_attr *attr,
 	if ((mask & IB_QP_CUR_STATE) && attr->cur_qp_state != c.cur)
 		return -EINVAL;
 	c.next = (mask & IB_QP_STATE) ? attr->qp_state : c.cur;
-	if (!ib_modify_qp_is_ok(c.cur, c.next, qp->ib_qp.qp_type, mask))
+	if (!ib_modify_qp_is_ok(c.cur, c.next, qp->ib_qp.qp_type,
+				mask & ~IB_QP_RATE_LIMIT))
 		return -EINVAL;
+	err = remu_pace_check(qp, &c);
+	if (err)
+		return err;
 	err = remu_qp_check_attr(qp, attr, mask);
 	if (err)
 		return err;
@@ -700,6 +709,7 @@ static int remu_qp_modify_locked(struct remu_qp *qp, struct ib_qp_attr *attr,
 	if (err)
 		return err;
 	remu_qp_store_attr(qp, attr, mask);
+	remu_pace_set(qp, &c);
 	/* before the state: the first packet in RTR finds them */
 	remu_eng_set(qp, &eng_new);
 	if (mask & IB_QP_STATE) {
@@ -709,34 +719,56 @@ static int remu_qp_modify_locked(struct remu_qp *qp, struct ib_qp_attr *attr,
 	return 0;
 }
 
+/*
+ * The driver data of a modify_qp into @cmd (zeroes without any): the
+ * burst of a rate limit, ECE options (uapi/rdma/remu-abi.h).  Bytes beyond the struct,
+ * a comp_mask or reserved field that is not zero: -EINVAL.
+ */
+static int remu_modify_qp_drv(struct ib_udata *udata,
+			      struct remu_modify_qp_cmd *cmd)
+{
+	size_t len;
+
+	memset(cmd, 0, sizeof(*cmd));
+	if (!udata || !udata->inlen)
+		return 0;
+	len = min(udata->inlen, sizeof(*cmd));
+	if (udata->inlen > len &&
+	    !ib_is_udata_cleared(udata, len, udata->inlen - len))
+		return -EINVAL;
+	if (ib_copy_from_udata(cmd, udata, len))
+		return -EFAULT;
+	if (cmd->comp_mask || cmd->reserved0)
+		return -EINVAL;
+	return 0;
+}
+
 int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		   struct ib_udata *udata)
 {
 	struct remu_qp *qp = to_remu_qp(ibqp);
 	struct remu_modify_qp_resp resp = {};
-	struct remu_modify_qp_cmd cmd;
+	struct remu_modify_qp_cmd drv;
 	bool reset = false;
 	int err;
 
-	if (mask & ~IB_QP_ATTR_STANDARD_BITS)
+	if (mask & ~(IB_QP_ATTR_STANDARD_BITS | IB_QP_RATE_LIMIT))
 		return -EOPNOTSUPP;
-	err = remu_qp_udata_cmd(udata, &cmd, sizeof(cmd));
+	err = remu_modify_qp_drv(udata, &drv);
 	if (err)
 		return err;
-	if (cmd.reserved)
-		return -EINVAL;
-	if (cmd.ece_options && udata->outlen < sizeof(resp))
+	if (drv.ece_options && udata->outlen < sizeof(resp))
 		return -EINVAL;
 
 	mutex_lock(&qp->mutex);
-	err = remu_qp_modify_locked(qp, attr, mask, &reset);
+	err = remu_qp_modify_locked(qp, attr, mask, &drv, &reset);
 	/* ECE asked for with the modification: negotiated once it is made */
-	if (!err && cmd.ece_options) {
-		qp->ece = remu_ece_negotiate(cmd.ece_options);
+	if (!err && drv.ece_options) {
+		qp->ece = remu_ece_negotiate(drv.ece_options);
 		resp.ece_options = qp->ece;
 	}
 	mutex_unlock(&qp->mutex);
-	if (!err && cmd.ece_options)
+	if (!err && drv.ece_options)
 		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	/*
 	 * RESET: the round the engines' owner was in is over, and so is the
@@ -748,6 +780,12 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	if (reset && current_work() != &qp->send_work)
 		remu_eng_wait_run(qp);
 	return err;
+}
+
+/* `rdma resource show qp -dd`: the driver's part (the rate limit) */
+int remu_fill_res_qp_entry(struct sk_buff *msg, struct ib_qp *ibqp)
+{
+	return remu_pace_fill_res(msg, to_remu_qp(ibqp));
 }
 
 int remu_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,

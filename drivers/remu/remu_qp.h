@@ -210,6 +210,7 @@ struct remu_qp *remu_qp_get(struct remu_dev *rdev, u32 qpn);
 void remu_qp_put(struct remu_qp *qp);
 int remu_wq_post_recv(struct remu_wq *wq, const struct ib_recv_wr *wr);
 int remu_check_av(struct rdma_ah_attr *ah);
+int remu_fill_res_qp_entry(struct sk_buff *msg, struct ib_qp *ibqp);
 
 /* remu_srq.c */
 int remu_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,

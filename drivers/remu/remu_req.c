@@ -27,7 +27,9 @@
  * when the WQE is posted (remu_req_post_av(), from the doorbell or a
  * kernel post_send), as a NIC copies it into the WQE: the AH may be
  * destroyed as soon as ibv_post_send() returns; the requester stops at
- * the first WQE posted but not yet rung.
+ * the first WQE posted but not yet rung.  A QP with a rate limit sends
+ * each packet when the pacer lets it (remu_pace.c) and otherwise holds
+ * (REMU_REQ_PACE): the pacer's timer queues the work when it may go.
  *
  * Locking: the requester runs only in the engines' owner (remu_eng.c),
  * whose state needs no lock.  SQ slots are read and consumed under
@@ -313,8 +315,9 @@ static int remu_req_fetch(struct remu_qp *qp, u32 idx)
  * @first, @last: the message's first / last request packet
  * @rd:		a READ, atomic, FLUSH or ATOMIC_WRITE (one request packet)
  * @ack_every:	asks for an ACK as a last packet or a multiple of
- *		REMU_ACK_EVERY
+ *		REMU_ACK_EVERY, or before a hold of the pacer
  * @gb_first:	the first packet of a go-back (remu_req_go_back())
+ * @wire:	its bytes on the wire, as the rate limit counts them
  */
 struct remu_req_pkt {
 	struct remu_qp *qp;
@@ -334,6 +337,7 @@ struct remu_req_pkt {
 	bool rd;
 	bool ack_every;
 	bool gb_first;
+	u32 wire;
 };
 
 /* opcode, PSN, payload and AckReq of the packet.  Return: 0 or -EINVAL */
@@ -373,6 +377,14 @@ static int remu_req_pkt_plan(struct remu_req_pkt *p)
 	 */
 	p->ack_every = p->last || (p->psn % REMU_ACK_EVERY) == 0;
 	p->gb_first = e->areq && p->psn == e->areq_psn;
+	p->wire = remu_pace_wire_len(p->av, remu_opcode[op].length, p->plen);
+	/*
+	 * RC under a rate limit: the packet before a hold asks for an ACK,
+	 * so that the hold leaves nothing unacknowledged (remu_req_pace())
+	 */
+	if (!p->ack_every && remu_qp_type(p->qp) == IB_QPT_RC &&
+	    remu_pace_will_hold(p->qp, p->wire))
+		p->ack_every = true;
 	return 0;
 }
 
@@ -497,6 +509,7 @@ static void remu_req_pkt_xmit(struct remu_req_pkt *p)
 	if (remu_qp_type(qp) == IB_QPT_RC && !p->rd && !e->rtt_t &&
 	    p->ack_every && !remu_psn_before(p->psn, e->sent_end))
 		remu_comp_rtt_start(qp, p->psn);
+	remu_pace_sent(qp, p->wire);
 	remu_net_xmit(qp->rdev, p->av, p->skb);	/* a lost packet is retransmitted */
 	if (p->gb_first)
 		e->areq = false;
@@ -772,6 +785,7 @@ enum remu_req_state {
 	REMU_REQ_LOCAL_OP,	/* LOCAL_INV, REG_MR, BIND_MW, UMR */
 	REMU_REQ_CHECK_WINDOW,	/* RC: the fence and the window */
 	REMU_REQ_GET_AV,	/* where its packets go */
+	REMU_REQ_PACE,		/* the rate limit lets its next packet go? */
 	REMU_REQ_SEND_PKT,	/* its next packet */
 	REMU_REQ_WAIT,		/* nothing more to send now */
 	REMU_REQ_ERROR,		/* a WQE completed in error, the QP to ERR */
@@ -947,7 +961,30 @@ static enum remu_req_state remu_req_get_av(struct remu_req_ctx *c)
 		remu_comp_fail_wqe(c->qp, c->idx, IB_WC_LOC_QP_OP_ERR);
 		return REMU_REQ_ERROR;
 	}
-	return REMU_REQ_SEND_PKT;
+	return REMU_REQ_PACE;
+}
+
+/*
+ * REMU_REQ_PACE: the QP's rate limit lets the next packet go now, or the
+ * requester holds it (remu_pace.c) and the pacer's timer queues the work
+ * when it may go.  RC: when nothing is unacknowledged (the packet before
+ * the hold asked for an ACK, remu_req_pkt_plan()), the retransmit timer
+ * stops for the hold, which loses nothing: a hold longer than the QP's
+ * timeout must not count as a retry; remu_req_send() arms it again with
+ * the next packet.  Not in an RNR wait (remu_req_get_wqe() stops first),
+ * when the same timer is the RNR timer.
+ */
+static enum remu_req_state remu_req_pace(struct remu_req_ctx *c)
+{
+	struct remu_qp_eng *e = &c->qp->eng;
+	u64 when = remu_pace_wait(c->qp);
+
+	if (!when)
+		return REMU_REQ_SEND_PKT;
+	remu_pace_hold(c->qp, when);
+	if (c->rc && e->una == e->sent_end)
+		del_timer(&e->timer);
+	return REMU_REQ_WAIT;
 }
 
 /*
@@ -992,8 +1029,9 @@ static enum remu_req_state remu_req_send(struct remu_req_ctx *c)
  *
  * Steps through the states of enum remu_req_state until one ends the run:
  * nothing more may go now (the ring, the window, a fence, a local WQE
- * waiting for those before it, the budget: then the work item does the
- * rest), a WQE completed in error, or @caller must hand over.
+ * waiting for those before it, the rate limit, the budget: then the work
+ * item does the rest), a WQE completed in error, or @caller must hand
+ * over.
  *
  * Context: the engines' owner (remu_eng.c).
  * Return: false if @caller must hand the rest to the work item
@@ -1029,6 +1067,9 @@ bool remu_req_run(struct remu_qp *qp, bool caller)
 			break;
 		case REMU_REQ_GET_AV:
 			s = remu_req_get_av(&c);
+			break;
+		case REMU_REQ_PACE:
+			s = remu_req_pace(&c);
 			break;
 		case REMU_REQ_SEND_PKT:
 			s = remu_req_send(&c);

@@ -305,6 +305,12 @@ static bool remu_resp_inline(struct remu_qp *qp, struct sk_buff *skb,
 
 	if (!qp->rcq->inline_recv || !total || total > REMU_CQE_INLINE_MAX)
 		return false;
+	/*
+	 * never the sender's pages by reference (256 bytes or more, so not
+	 * here): those are read only through remu_mr_copy_skb() (remu_zc.c)
+	 */
+	if (skb_zcopy(skb))
+		return false;
 	for (i = 0; i < e->rwqe.num_sge && done < total; i++) {
 		const struct remu_sge *sge = &e->rsge[i];
 		u32 here = min(sge->length, total - done);
@@ -437,6 +443,9 @@ static int remu_resp_send(struct remu_qp *qp, struct sk_buff *skb)
 	if (!remu_resp_get_rwqe(qp))
 		return -EAGAIN;
 	err = remu_resp_place(qp, skb, &ext);
+	/* by-reference payload taken back: the packet is lost, not failed */
+	if (err == -ESTALE)
+		return err;
 	if (err) {
 		remu_resp_complete(qp, skb, err == -EMSGSIZE ?
 				   IB_WC_LOC_LEN_ERR : IB_WC_LOC_PROT_ERR,
@@ -484,7 +493,10 @@ static int remu_resp_rkey(struct remu_qp *qp, u32 rkey, u64 va, u64 len,
 	return 0;
 }
 
-/* place a WRITE packet; -EACCES for an access error */
+/*
+ * place a WRITE packet; -EACCES for an access error, -ESTALE when its
+ * by-reference payload was taken back (remu_mr_copy_skb())
+ */
 static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 {
 	struct remu_skb_cb *cb = remu_cb(skb);
@@ -510,6 +522,7 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 			if (remu_resp_rkey(qp, e->wr_rkey, e->wr_va, e->wr_len,
 					   IB_ACCESS_REMOTE_WRITE, &rk))
 				return -EACCES;
+			e->wr_gen = rk.gen;
 			remu_rkey_put(&rk);
 		}
 	}
@@ -521,15 +534,20 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 	if (!cb->paylen)
 		return 0;
 	/*
-	 * Looked up again for every packet: once a window is invalidated or
-	 * rebound, the rest of the message fails with a remote access error.
+	 * Looked up again for every packet, and it must still name what the
+	 * first packet found: once a window is invalidated or rebound, or the
+	 * MR re-registered (even under the same key: remu_rereg.c), the rest
+	 * of the message fails with a remote access error.
 	 */
 	if (remu_resp_rkey(qp, e->wr_rkey, e->wr_va + e->wr_off, cb->paylen,
 			   IB_ACCESS_REMOTE_WRITE, &rk))
 		return -EACCES;
-	err = remu_mr_copy_skb(rk.mr, e->wr_va + e->wr_off, skb, cb->hdr_len,
-			       cb->paylen, REMU_TO_MR);
+	err = rk.gen == e->wr_gen ?
+	      remu_mr_copy_skb(rk.mr, e->wr_va + e->wr_off, skb, cb->hdr_len,
+			       cb->paylen, REMU_TO_MR) : -EACCES;
 	remu_rkey_put(&rk);
+	if (err == -ESTALE)
+		return err;	/* the sender's memory, taken back: lost */
 	if (err)
 		return -EACCES;
 	e->wr_off += cb->paylen;
@@ -610,6 +628,13 @@ static enum remu_resp_verdict remu_resp_read(struct remu_qp *qp, u32 psn,
 	if (len && remu_resp_rkey(qp, rkey, va, len, IB_ACCESS_REMOTE_READ,
 				  &rk))
 		return REMU_RESP_ACC_ERR;
+	/*
+	 * Through a window: copied.  Only deregistration revokes frags
+	 * (remu_zc.c), not an invalidation of the window, so its responses
+	 * must not outlive the READ's execution
+	 */
+	if (rk.win)
+		copy = true;
 	if (remu_req_av(qp, &av)) {
 		if (rk.mr)
 			remu_rkey_put(&rk);
@@ -974,12 +999,35 @@ static enum remu_resp_verdict remu_resp_chk_resource(struct remu_qp *qp,
 	return REMU_RESP_NEXT;
 }
 
+/*
+ * A SEND or WRITE packet whose payload is the sender's memory by
+ * reference, taken back since it was sent (its MR deregistered:
+ * remu_zc.c): not placed, as if lost on the wire.  RC: the
+ * requester goes back to it (and reads its memory anew, or fails the WQE
+ * on a key that is gone); UC: the message is lost.
+ */
+static enum remu_resp_verdict remu_resp_revoked(struct remu_qp *qp)
+{
+	struct remu_qp_eng *e = &qp->eng;
+
+	remu_count(qp->rdev, REMU_CNT_RCVD_REVOKED);
+	if (remu_qp_type(qp) == IB_QPT_RC)
+		return REMU_RESP_DROP;
+	e->in_send = false;
+	e->in_write = false;
+	e->roff = 0;
+	return remu_qp_type(qp) == IB_QPT_UC ? REMU_RESP_UC_LOST :
+					       REMU_RESP_DROP;
+}
+
 /* execute a SEND packet (UD: the whole message, done here) */
 static enum remu_resp_verdict remu_resp_exec_send(struct remu_qp *qp,
 						  struct remu_resp_req *rq)
 {
 	int err = remu_resp_send(qp, rq->skb);
 
+	if (err == -ESTALE)
+		return remu_resp_revoked(qp);
 	/* UD: an error was completed as such, and the QP goes on */
 	if (remu_qp_type(qp) == IB_QPT_UD)
 		return err ? REMU_RESP_DROP : REMU_RESP_DONE;
@@ -1001,6 +1049,8 @@ static enum remu_resp_verdict remu_resp_exec_write(struct remu_qp *qp,
 	bool end = flags & (REMU_OP_LAST | REMU_OP_ONLY);
 	int err = remu_resp_write(qp, rq->skb);
 
+	if (err == -ESTALE)
+		return remu_resp_revoked(qp);
 	if (err) {
 		qp->eng.in_write = false;
 		/*

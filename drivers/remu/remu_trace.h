@@ -908,6 +908,46 @@ TRACE_EVENT_CONDITION(remu_cqe_err,
 		  __entry->opcode, __entry->vendor_err)
 );
 
+/* modify_qp set a rate limit on @qp (@rate_kbps 0: none; @burst 0: default) */
+TRACE_EVENT(remu_rate_limit,
+	TP_PROTO(const struct remu_qp *qp, u32 rate_kbps, u32 burst),
+	TP_ARGS(qp, rate_kbps, burst),
+	TP_STRUCT__entry(
+		REMU_TRACE_DEV_FIELD
+		__field(u32, qpn)
+		__field(u32, rate_kbps)
+		__field(u32, burst)
+	),
+	TP_fast_assign(
+		REMU_TRACE_DEV_ASSIGN(&qp->rdev->ib_dev);
+		__entry->qpn = qp->ib_qp.qp_num;
+		__entry->rate_kbps = rate_kbps;
+		__entry->burst = burst;
+	),
+	TP_printk("dev=%s qpn=%u rate_kbps=%u max_burst_sz=%u", __entry->dev,
+		  __entry->qpn, __entry->rate_kbps, __entry->burst)
+);
+
+/* the rate limit holds @qp's next request packet for @wait_ns */
+TRACE_EVENT(remu_pace_hold,
+	TP_PROTO(const struct remu_qp *qp, u32 rate_kbps, u64 wait_ns),
+	TP_ARGS(qp, rate_kbps, wait_ns),
+	TP_STRUCT__entry(
+		REMU_TRACE_DEV_FIELD
+		__field(u32, qpn)
+		__field(u32, rate_kbps)
+		__field(u64, wait_ns)
+	),
+	TP_fast_assign(
+		REMU_TRACE_DEV_ASSIGN(&qp->rdev->ib_dev);
+		__entry->qpn = qp->ib_qp.qp_num;
+		__entry->rate_kbps = rate_kbps;
+		__entry->wait_ns = wait_ns;
+	),
+	TP_printk("dev=%s qpn=%u rate_kbps=%u wait_ns=%llu", __entry->dev,
+		  __entry->qpn, __entry->rate_kbps, __entry->wait_ns)
+);
+
 #endif /* REMU_TRACE_H */
 
 #undef TRACE_INCLUDE_PATH

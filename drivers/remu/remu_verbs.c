@@ -20,7 +20,9 @@
  * (remu_dm.c); the live counts are atomics, so nothing here takes a
  * lock.
  */
+#include <linux/ethtool.h>
 #include <linux/module.h>
+#include <linux/rtnetlink.h>
 #include <linux/sysfs.h>
 #include <net/addrconf.h>
 #include <rdma/ib_cache.h>
@@ -139,15 +141,27 @@ void remu_init_attr(struct remu_dev *rdev)
 	remu_dev_queues_init(rdev);
 }
 
+/*
+ * The extended query_device of a provider that saw REMU_UCTX_RATE_LIMIT
+ * asks for remu's part of the response (struct remu_query_device_resp:
+ * packet_pacing_caps); older providers ask for none.
+ */
 static int remu_query_device(struct ib_device *ibdev,
 			     struct ib_device_attr *attr,
 			     struct ib_udata *udata)
 {
+	struct remu_query_device_resp resp = {};
+
 	/* 7.x registers with no udata at all (6.x: an empty one) */
-	if (udata && (udata->inlen || udata->outlen))
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EINVAL;
 	*attr = to_remu_dev(ibdev)->attr;
-	return 0;
+	if (!udata || !udata->outlen)
+		return 0;
+	remu_pace_caps(&resp.packet_pacing_caps);
+	resp.response_length = min_t(size_t, sizeof(resp), udata->outlen);
+	return ib_copy_to_udata(udata, &resp, resp.response_length);
 }
 
 static void remu_get_dev_fw_str(struct ib_device *ibdev, char *str)
@@ -236,6 +250,41 @@ static int remu_query_port(struct ib_device *ibdev, u32 port,
 	return err;
 }
 
+#ifdef REMU_HAVE_QUERY_PORT_SPEED
+/*
+ * ibv_query_port_speed() (7.x): the port's bandwidth in units of 100 Mb/s,
+ * from the netdev's link speed as ethtool reports it, the speed that
+ * remu_query_port()'s active_speed and active_width encode (an unknown
+ * speed counts as 1 Gb/s there and here); 0 while the port is down, as
+ * mlx5 answers.
+ */
+static int remu_query_port_speed(struct ib_device *ibdev, u32 port,
+				 u64 *speed)
+{
+	struct ethtool_link_ksettings ks = {};
+	struct net_device *ndev;
+	u32 mbps = SPEED_1000;
+	int err = 0;
+
+	ndev = ib_device_get_netdev(ibdev, port);
+	if (!ndev)
+		return -ENODEV;
+	rtnl_lock();
+	if (READ_ONCE(ndev->reg_state) != NETREG_REGISTERED) {
+		err = -ENODEV;
+	} else if (remu_port_state(ndev) != IB_PORT_ACTIVE) {
+		mbps = 0;
+	} else if (!__ethtool_get_link_ksettings(ndev, &ks) &&
+		   ks.base.speed != (u32)SPEED_UNKNOWN) {
+		mbps = ks.base.speed;
+	}
+	rtnl_unlock();
+	dev_put(ndev);
+	*speed = mbps / 100;
+	return err;
+}
+#endif
+
 static int remu_get_port_immutable(struct ib_device *ibdev, u32 port,
 				   struct ib_port_immutable *immutable)
 {
@@ -284,7 +333,8 @@ static const struct remu_alloc_ucontext_resp remu_uctx_resp = {
 	 */
 	.comp_mask = REMU_UCTX_INLINE_RECV | REMU_UCTX_CQE_TIMESTAMP |
 		     (REMU_HAVE_IBA15 ? REMU_UCTX_FLUSH_ATOMIC_WRITE : 0) |
-		     REMU_UCTX_INDIRECT_MKEY | REMU_UCTX_ECE | REMU_UCTX_IMPORT,
+		     REMU_UCTX_INDIRECT_MKEY | REMU_UCTX_RATE_LIMIT |
+		     REMU_UCTX_IMPORT | REMU_UCTX_ECE,
 };
 
 static int remu_alloc_ucontext(struct ib_ucontext *uctx,
@@ -456,6 +506,7 @@ const struct ib_device_ops remu_dev_ops = {
 	.dealloc_ucontext = remu_dealloc_ucontext,
 	.dereg_mr = remu_dereg_mr,
 	.disassociate_ucontext = remu_disassociate_ucontext,
+	.fill_res_qp_entry = remu_fill_res_qp_entry,
 	.fill_stat_mr_entry = remu_odp_fill_stat_mr_entry,
 	.destroy_ah = remu_destroy_ah,
 	.destroy_cq = remu_destroy_cq,
@@ -481,6 +532,9 @@ const struct ib_device_ops remu_dev_ops = {
 	.query_device = remu_query_device,
 	.query_pkey = remu_query_pkey,
 	.query_port = remu_query_port,
+#ifdef REMU_HAVE_QUERY_PORT_SPEED
+	.query_port_speed = remu_query_port_speed,
+#endif
 	.query_qp = remu_query_qp,
 	.query_srq = remu_query_srq,
 	.query_ucontext = remu_query_ucontext,

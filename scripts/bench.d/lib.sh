@@ -205,12 +205,39 @@ prof_classes() {
 	}' | sort -rn
 }
 
-# table RAW [PHASES NUM DEN]: the formatted table on stdout, one column per
-# phase (default: remu-wire remu-loop rxe-loop), ratio = phase NUM / phase
-# DEN (default 2 / 3, remu-loop / rxe-loop)
-table() {
-	awk -F'\t' -v columns="${2:-remu-wire remu-loop rxe-loop}" \
-		-v num="${3:-2}" -v den="${4:-3}" '
+# guest_run [--host] TIMEOUT RAW ARG...: scripts/bench --guest's half of a
+# mode in one VM boot (scripts/bench ARG... in the guest, under scripts/vm
+# --timeout TIMEOUT), then the boot's M lines appended to RAW: the date,
+# with --host the host's CPU and QEMU, the VM's settings, the commit, the
+# wall time and the VM's exit status, which is left in rc.  Dies when the
+# guest wrote nothing to RAW.
+guest_run() {
+	local host=0 timeout raw start end
+	[ "$1" = --host ] && { host=1; shift; }
+	timeout=$1 raw=$2
+	shift 2
+	start=$(date +%s)
+	scripts/vm --timeout "$timeout" -- scripts/bench "$@"
+	rc=$?
+	end=$(date +%s)
+	[ -s "$raw" ] || die "the guest wrote no results (scripts/vm exit $rc)"
+	{
+		printf 'M\thost_date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
+		if [ "$host" = 1 ]; then
+			printf 'M\thost_cpu\t%s (%s cores)\n' "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$(nproc)"
+			printf 'M\tqemu\t%s\n' "$(qemu-system-x86_64 --version | head -1)"
+		fi
+		printf 'M\tvm\tscripts/vm defaults: -accel tcg,%s -cpu max -smp 2 -m 2048\n' "${REMU_VM_TCG:-thread=multi}"
+		printf 'M\tcommit\t%s\n' "$(git describe --always --dirty 2>/dev/null)"
+		printf 'M\twall\t%s s\n' "$((end - start))"
+		printf 'M\tvm_status\t%s\n' "$rc"
+	} >>"$raw"
+}
+
+# awk functions the reports share, put before each report's program:
+# median(S), the median of the space-separated numbers in S, and fmt(X),
+# X with three significant figures at most
+AWK_LIB='
 	function median(s,   n, v, i, j, x) {
 		n = split(s, v, " ")
 		for (i = 2; i <= n; i++) {	# insertion sort, n is small
@@ -226,6 +253,14 @@ table() {
 		if (x >= 10) return sprintf("%.1f", x)
 		return sprintf("%.2f", x)
 	}
+'
+
+# table RAW [PHASES NUM DEN]: the formatted table on stdout, one column per
+# phase (default: remu-wire remu-loop rxe-loop), ratio = phase NUM / phase
+# DEN (default 2 / 3, remu-loop / rxe-loop)
+table() {
+	awk -F'\t' -v columns="${2:-remu-wire remu-loop rxe-loop}" \
+		-v num="${3:-2}" -v den="${4:-3}" "$AWK_LIB"'
 	$1 == "R" {
 		key = $3
 		if (!(key in seen)) { seen[key] = 1; order[++nk] = key }

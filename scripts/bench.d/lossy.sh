@@ -202,7 +202,7 @@ lossy_report() {
 }
 
 lossy_host() {
-	local stamp log rc status=0 nfail start end
+	local stamp log rc status=0 nfail
 	local -a cols=("remu-wire rxe-wire" 1 2)
 	cd "$REPO" || exit 2
 	{ [ -f remu.ko ] && [ -f build/provider/libremu-rdmav34.so ]; } || die "build first (make)"
@@ -224,18 +224,7 @@ lossy_host() {
 		build_base
 		gargs+=(--base "$base")
 	fi
-	start=$(date +%s)
-	scripts/vm --timeout 2400 -- scripts/bench "${gargs[@]}"
-	rc=$?
-	end=$(date +%s)
-	[ -s "$raw" ] || die "the guest wrote no results (scripts/vm exit $rc)"
-	{
-		printf 'M\thost_date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
-		printf 'M\tvm\tscripts/vm defaults: -accel tcg,%s -cpu max -smp 2 -m 2048\n' "${REMU_VM_TCG:-thread=multi}"
-		printf 'M\tcommit\t%s\n' "$(git describe --always --dirty 2>/dev/null)"
-		printf 'M\twall\t%s s\n' "$((end - start))"
-		printf 'M\tvm_status\t%s\n' "$rc"
-	} >>"$raw"
+	guest_run 2400 "$raw" "${gargs[@]}"
 	lossy_format || status=1
 	[ "$rc" = 0 ] || { echo "$prog: the VM run failed (scripts/vm exit $rc)" >&2; status=1; }
 	return "$status"

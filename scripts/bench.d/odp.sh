@@ -60,17 +60,7 @@ odp_guest() {
 			done
 		done
 	} >>"$raw" 2>&1
-	awk -F'\t' '
-	function median(s,   n, v, i, j, x) {
-		n = split(s, v, " ")
-		for (i = 2; i <= n; i++) {
-			x = v[i] + 0
-			for (j = i - 1; j >= 1 && v[j] + 0 > x; j--) v[j + 1] = v[j]
-			v[j + 1] = x
-		}
-		if (n % 2) return v[(n + 1) / 2]
-		return (v[n / 2] + v[n / 2 + 1]) / 2
-	}
+	awk -F'\t' "$AWK_LIB"'
 	$1 == "P" { split($4, f, " "); runs[$2] = runs[$2] " " f[4] }
 	END {
 		printf "%-8s %10s   %s\n", "MR", "MB/s", "run BW average (MB/s)"

@@ -218,22 +218,7 @@ breakdown_one() { # DEV
 # limits RAW: the UDP and memcpy limit of the boot (medians of the L lines)
 # and every bandwidth row of 4095 bytes and more as a fraction of it
 limits() {
-	awk -F'\t' '
-	function median(s,   n, v, i, j, x) {
-		n = split(s, v, " ")
-		for (i = 2; i <= n; i++) {
-			x = v[i] + 0
-			for (j = i - 1; j >= 1 && v[j] + 0 > x; j--) v[j + 1] = v[j]
-			v[j + 1] = x
-		}
-		if (n % 2) return v[(n + 1) / 2]
-		return (v[n / 2] + v[n / 2 + 1]) / 2
-	}
-	function fmt(x) {
-		if (x >= 100) return sprintf("%.0f", x)
-		if (x >= 10) return sprintf("%.1f", x)
-		return sprintf("%.2f", x)
-	}
+	awk -F'\t' "$AWK_LIB"'
 	$1 == "L" && $4 > 0 && $6 > 0 {
 		size = $7; mtu = $8
 		if ($2 == "memcpy") {
@@ -393,21 +378,7 @@ perftest_host() {
 	fi
 	[ -z "$filter" ] || gargs+=("$filter")
 
-	local start end
-	start=$(date +%s)
-	scripts/vm --timeout "$vmt" -- scripts/bench "${gargs[@]}"
-	rc=$?
-	end=$(date +%s)
-	[ -s "$raw" ] || die "the guest wrote no results (scripts/vm exit $rc)"
-	{
-		printf 'M\thost_date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
-		printf 'M\thost_cpu\t%s (%s cores)\n' "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)" "$(nproc)"
-		printf 'M\tqemu\t%s\n' "$(qemu-system-x86_64 --version | head -1)"
-		printf 'M\tvm\tscripts/vm defaults: -accel tcg,%s -cpu max -smp 2 -m 2048\n' "${REMU_VM_TCG:-thread=multi}"
-		printf 'M\tcommit\t%s\n' "$(git describe --always --dirty 2>/dev/null)"
-		printf 'M\twall\t%s s\n' "$((end - start))"
-		printf 'M\tvm_status\t%s\n' "$rc"
-	} >>"$raw"
+	guest_run --host "$vmt" "$raw" "${gargs[@]}"
 
 	log=build/bench/last.txt
 	{

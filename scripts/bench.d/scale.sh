@@ -150,7 +150,7 @@ scale_report() {
 }
 
 scale_host() {
-	local stamp log rc status=0 nfail start end
+	local stamp log rc status=0 nfail
 	cd "$REPO" || exit 2
 	{ [ -f remu.ko ] && [ -f build/provider/libremu-rdmav34.so ] &&
 		[ -x tools/remu_scale_bench ]; } || die "build first (make)"
@@ -160,18 +160,7 @@ scale_host() {
 	raw=$REPO/build/bench/scale-raw-$stamp.tsv
 	local -a gargs=(--guest --scale --reps "$reps" --raw "$raw")
 	[ "$quick" = 0 ] || gargs+=(--quick)
-	start=$(date +%s)
-	scripts/vm --timeout 1200 -- scripts/bench "${gargs[@]}"
-	rc=$?
-	end=$(date +%s)
-	[ -s "$raw" ] || die "the guest wrote no results (scripts/vm exit $rc)"
-	{
-		printf 'M\thost_date\t%s\n' "$(date -u '+%Y-%m-%d %H:%M UTC')"
-		printf 'M\tvm\tscripts/vm defaults: -accel tcg,%s -cpu max -smp 2 -m 2048\n' "${REMU_VM_TCG:-thread=multi}"
-		printf 'M\tcommit\t%s\n' "$(git describe --always --dirty 2>/dev/null)"
-		printf 'M\twall\t%s s\n' "$((end - start))"
-		printf 'M\tvm_status\t%s\n' "$rc"
-	} >>"$raw"
+	guest_run 1200 "$raw" "${gargs[@]}"
 	log=build/bench/scale-last.txt
 	{
 		echo "scripts/bench $(printf '%q ' "${orig_args[@]}")"

@@ -39,13 +39,17 @@ enum {
 	/* indirect memory keys: alloc_mw takes remu_alloc_mw_cmd, send
 	 * WQEs may be REMU_WR_UMR (docs/indirect-keys.md) */
 	REMU_UCTX_INDIRECT_MKEY = 1 << 3,
+	/* per-QP rate limits: the extended query_device takes
+	 * remu_query_device_resp, the extended modify_qp takes
+	 * IB_QP_RATE_LIMIT and remu_modify_qp_cmd (docs/rate-limits.md) */
+	REMU_UCTX_RATE_LIMIT = 1 << 4,
 	/* objects can be imported into another process: the QUERY_CONTEXT,
 	 * PD query and DM query methods below */
-	REMU_UCTX_IMPORT = 1 << 4,
+	REMU_UCTX_IMPORT = 1 << 5,
 	/* ECE: create_qp takes remu_create_qp_cmd and answers its
-	 * ece_options, modify_qp takes remu_modify_qp_cmd and answers
-	 * remu_modify_qp_resp */
-	REMU_UCTX_ECE = 1 << 5,
+	 * ece_options, the extended modify_qp takes remu_modify_qp_cmd's
+	 * ece_options and answers remu_modify_qp_resp */
+	REMU_UCTX_ECE = 1 << 6,
 };
 
 /* Response to ibv_open_device() (IB_USER_VERBS_CMD_GET_CONTEXT). */
@@ -383,23 +387,6 @@ struct remu_create_qp_resp {
 	__u32 reserved;
 };
 
-/*
- * Driver data of ibv_modify_qp() through the extended command
- * (REMU_UCTX_ECE): ece_options not 0 asks the kernel to negotiate them
- * (the options ibv_set_ece() took, mlx5's "set_ece"); with the
- * modification done, the response holds the QP's options then.  0
- * changes nothing and the response is 0.
- */
-struct remu_modify_qp_cmd {
-	__u32 ece_options;
-	__u32 reserved;		/* 0 */
-};
-
-struct remu_modify_qp_resp {
-	__u32 ece_options;
-	__u32 reserved;
-};
-
 /* Response to ibv_create_srq(). */
 struct remu_create_srq_resp {
 	struct remu_ring_info ring;
@@ -411,6 +398,49 @@ struct remu_create_srq_resp {
 struct remu_create_ah_resp {
 	__u32 ah_num;
 	__u32 reserved;
+};
+
+/*
+ * Driver data of the extended modify_qp (IB_USER_VERBS_EX_CMD_MODIFY_QP),
+ * which libremu sends for a rate limit (ibv_modify_qp_rate_limit(), or
+ * IBV_QP_RATE_LIMIT in ibv_modify_qp()) or for ECE options:
+ * - the burst, as mlx5's burst_info.  Read only with IB_QP_RATE_LIMIT in
+ *   the mask; a burst or a typical size with rate 0 (no limit) is
+ *   EINVAL, as on mlx5.
+ * - ece_options (REMU_UCTX_ECE): not 0 asks the kernel to negotiate them
+ *   (the options ibv_set_ece() took, mlx5's "set_ece"); with the
+ *   modification done, the response (remu_modify_qp_resp) holds the
+ *   QP's options then.  0 changes nothing and no response is written.
+ */
+struct remu_modify_qp_cmd {
+	__u32 comp_mask;	/* 0 */
+	__u32 max_burst_sz;	/* bytes; 0: the default */
+	__u16 typical_pkt_sz;	/* bytes; accepted, remu paces real sizes */
+	__u16 reserved0;	/* 0 */
+	__u32 ece_options;
+};
+
+struct remu_modify_qp_resp {
+	__u32 ece_options;
+	__u32 reserved;
+};
+
+/* ibv_device_attr_ex.packet_pacing_caps: rates in kbps */
+struct remu_packet_pacing_caps {
+	__u32 qp_rate_limit_min;
+	__u32 qp_rate_limit_max;
+	__u32 supported_qpts;	/* bit (1 << IBV_QPT_*) per QP type */
+	__u32 reserved;
+};
+
+/*
+ * Driver data of the extended query_device response
+ * (IB_USER_VERBS_EX_CMD_QUERY_DEVICE), after the core's.
+ */
+struct remu_query_device_resp {
+	__u32 comp_mask;	/* 0 */
+	__u32 response_length;	/* bytes of this struct the module filled */
+	struct remu_packet_pacing_caps packet_pacing_caps;
 };
 
 /*

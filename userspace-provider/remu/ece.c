@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR Linux-OpenIB
 /*
  * ece.c - ECE (enhanced connection establishment) in libremu:
- * ibv_set_ece(), ibv_query_ece(), and the modify_qp that carries the
- * options to the kernel.  librdmacm's rdma_set_local_ece() /
- * rdma_get_remote_ece() and its own QPs' handshake come down to these.
+ * ibv_set_ece(), ibv_query_ece(), and what the modify_qp that carries the
+ * options to the kernel (queues.c's extended one) leaves.  librdmacm's
+ * rdma_set_local_ece() / rdma_get_remote_ece() and its own QPs'
+ * handshake come down to these.
  *
  * As mlx5's provider (providers/mlx5/verbs.c, read for the contract): a
  * QP is created asking for the options libremu knows (version 1), and
@@ -58,22 +59,12 @@ int remu_query_ece(struct ibv_qp *ibqp, struct ibv_ece *ece)
 }
 
 /*
- * ibv_modify_qp() with options from ibv_set_ece() waiting: the extended
- * command carries them; on success the kernel's answer replaces them.
+ * ibv_modify_qp() with options from ibv_set_ece() waiting went through
+ * the extended command with them (queues.c) and succeeded: the kernel's
+ * answer replaces them.
  */
-int remu_modify_qp_ece(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
+void remu_ece_modified(struct remu_qp *qp, uint32_t options)
 {
-	struct remu_cmd_modify_qp_ex_resp resp = {};
-	struct remu_cmd_modify_qp_ex cmd = {};
-	struct remu_qp *qp = to_rqp(ibqp);
-	int ret;
-
-	cmd.ece_options = qp->set_ece;
-	ret = ibv_cmd_modify_qp_ex(ibqp, attr, mask, &cmd.ibv_cmd, sizeof(cmd),
-				   &resp.ibv_resp, sizeof(resp));
-	if (ret)
-		return ret;
 	qp->set_ece = 0;
-	qp->get_ece = resp.ece_options;
-	return 0;
+	qp->get_ece = options;
 }

@@ -427,19 +427,69 @@ struct ibv_qp *remu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 	return &qp->vqp.qp;
 }
 
+/*
+ * A modify_qp with a rate limit or ECE options goes as the extended
+ * command, which alone carries IBV_QP_RATE_LIMIT, with the burst and
+ * @ece_options as remu's driver data (all 0: the plain ibv_modify_qp()).
+ * A rate limit needs the module to offer it, else EOPNOTSUPP as from a
+ * device without rate limits; ECE options are only ever set where it has
+ * ECE (ece.c), and on success the kernel's answer is the QP's.
+ */
+static int remu_modify_qp_ex(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
+			     int mask, uint32_t max_burst_sz,
+			     uint16_t typical_pkt_sz, uint32_t ece_options)
+{
+	struct remu_cmd_modify_qp_ex_resp resp = {};
+	struct remu_cmd_modify_qp_ex cmd = {};
+	int ret;
+
+	if ((mask & IBV_QP_RATE_LIMIT) &&
+	    !(to_rctx(ibqp->context)->kernel_caps & REMU_UCTX_RATE_LIMIT))
+		return EOPNOTSUPP;
+	cmd.max_burst_sz = max_burst_sz;
+	cmd.typical_pkt_sz = typical_pkt_sz;
+	cmd.ece_options = ece_options;
+	ret = ibv_cmd_modify_qp_ex(ibqp, attr, mask, &cmd.ibv_cmd, sizeof(cmd),
+				   &resp.ibv_resp, sizeof(resp));
+	if (!ret && ece_options)
+		remu_ece_modified(to_rqp(ibqp), resp.ece_options);
+	return ret;
+}
+
 /* libibverbs records the new state in ibqp->state; posting checks it. */
 int remu_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
+	uint32_t ece_options = to_rqp(ibqp)->set_ece;	/* ece.c */
 	struct ibv_modify_qp cmd = {};
 	int ret;
 
-	if (to_rqp(ibqp)->set_ece)	/* ece.c */
-		ret = remu_modify_qp_ece(ibqp, attr, mask);
+	if ((mask & IBV_QP_RATE_LIMIT) || ece_options)
+		ret = remu_modify_qp_ex(ibqp, attr, mask, 0, 0, ece_options);
 	else
 		ret = ibv_cmd_modify_qp(ibqp, attr, mask, &cmd, sizeof(cmd));
 	if (!ret && (mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
 		remu_qp_clean_cqs(ibqp);
 	return ret;
+}
+
+/*
+ * ibv_modify_qp_rate_limit(): the rate (kbps, 0: none), the burst and the
+ * typical packet size, in the QP's current state (RTS, as mlx5 wants);
+ * mlx5's provider rules: no comp_mask, no burst or typical size without a
+ * rate (EINVAL).  The kernel checks the rest (docs/rate-limits.md).
+ */
+int remu_modify_qp_rate_limit(struct ibv_qp *ibqp,
+			      struct ibv_qp_rate_limit_attr *attr)
+{
+	struct ibv_qp_attr qp_attr = {};
+
+	if (attr->comp_mask)
+		return EINVAL;
+	if ((attr->max_burst_sz || attr->typical_pkt_sz) && !attr->rate_limit)
+		return EINVAL;
+	qp_attr.rate_limit = attr->rate_limit;
+	return remu_modify_qp_ex(ibqp, &qp_attr, IBV_QP_RATE_LIMIT,
+				 attr->max_burst_sz, attr->typical_pkt_sz, 0);
 }
 
 int remu_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,

@@ -35,5 +35,7 @@ DECLARE_DRV_CMD(remu_cmd_alloc_mw, IB_USER_VERBS_CMD_ALLOC_MW,
 		remu_alloc_mw_cmd, remu_alloc_mw_resp);
 DECLARE_DRV_CMD(remu_cmd_create_ah, IB_USER_VERBS_CMD_CREATE_AH,
 		empty, remu_create_ah_resp);
+DECLARE_DRV_CMD(remu_cmd_query_device_ex, IB_USER_VERBS_EX_CMD_QUERY_DEVICE,
+		empty, remu_query_device_resp);
 
 #endif /* REMU_PROVIDER_ABI_H */

@@ -25,22 +25,43 @@
 #include "remu-abi.h"
 #include "remu.h"
 
+/*
+ * ibv_query_device(_ex).  A module that offers REMU_UCTX_RATE_LIMIT
+ * answers the extended query with remu's part after the core's (struct
+ * remu_query_device_resp: packet_pacing_caps); an older one is asked for
+ * the core's part only.
+ */
 static int remu_query_device(struct ibv_context *ibctx,
 			     const struct ibv_query_device_ex_input *input,
 			     struct ibv_device_attr_ex *attr, size_t attr_size)
 {
-	struct ib_uverbs_ex_query_device_resp resp;
-	size_t resp_size = sizeof(resp);
+	struct remu_cmd_query_device_ex_resp resp = {};
+	size_t resp_size = (to_rctx(ibctx)->kernel_caps & REMU_UCTX_RATE_LIMIT) ?
+			   sizeof(resp) : sizeof(resp.ibv_resp);
 	uint64_t fw;
 	int ret;
 
 	ret = ibv_cmd_query_device_any(ibctx, input, attr, attr_size,
-				       &resp, &resp_size);
+				       &resp.ibv_resp, &resp_size);
 	if (ret)
 		return ret;
 
+	if (attr_size >= offsetof(struct ibv_device_attr_ex,
+				  packet_pacing_caps) +
+			 sizeof(attr->packet_pacing_caps) &&
+	    resp.response_length >= offsetof(struct remu_query_device_resp,
+					      packet_pacing_caps) +
+				     sizeof(resp.packet_pacing_caps)) {
+		attr->packet_pacing_caps.qp_rate_limit_min =
+			resp.packet_pacing_caps.qp_rate_limit_min;
+		attr->packet_pacing_caps.qp_rate_limit_max =
+			resp.packet_pacing_caps.qp_rate_limit_max;
+		attr->packet_pacing_caps.supported_qpts =
+			resp.packet_pacing_caps.supported_qpts;
+	}
+
 	/* The kernel packs the version as major:32 minor:16 sub:16. */
-	fw = resp.base.fw_ver;
+	fw = resp.ibv_resp.base.fw_ver;
 	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),
 		 "%u.%u.%u", (unsigned int)(fw >> 32),
 		 (unsigned int)(fw >> 16) & 0xffff, (unsigned int)fw & 0xffff);
@@ -97,6 +118,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.import_mr = remu_import_mr,
 	.import_pd = remu_import_pd,
 	.modify_qp = remu_modify_qp,
+	.modify_qp_rate_limit = remu_modify_qp_rate_limit,
 	.modify_srq = remu_modify_srq,
 	.poll_cq = remu_poll_cq,
 	.post_recv = remu_post_recv,
@@ -105,6 +127,10 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.query_device_ex = remu_query_device,
 	.query_ece = remu_query_ece,
 	.query_port = remu_query_port,
+#if REMU_HAVE_QUERY_PORT_SPEED
+	/* the kernel answers (7.x), or the ioctl is unknown: EOPNOTSUPP */
+	.query_port_speed = ibv_cmd_query_port_speed,
+#endif
 	.query_qp = remu_query_qp,
 	.query_rt_values = remu_query_rt_values,
 	.query_srq = remu_query_srq,

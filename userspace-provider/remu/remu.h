@@ -233,8 +233,7 @@ void remu_unimport_dm(struct ibv_dm *ibdm);
 int remu_set_ece(struct ibv_qp *ibqp, struct ibv_ece *ece);
 int remu_query_ece(struct ibv_qp *ibqp, struct ibv_ece *ece);
 uint32_t remu_ece_request(struct ibv_context *ctx);
-int remu_modify_qp_ece(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
-		       int mask);
+void remu_ece_modified(struct remu_qp *qp, uint32_t options);
 
 /*
  * The lock of a ring (struct remu_lock).  Without need_lock: taking it
@@ -281,6 +280,8 @@ struct remu_qp *remu_qp_new(struct ibv_context *ctx,
 			    struct ibv_qp_init_attr_ex *attr);
 int remu_doorbell(struct ibv_qp *ibqp);
 int remu_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask);
+int remu_modify_qp_rate_limit(struct ibv_qp *ibqp,
+			      struct ibv_qp_rate_limit_attr *attr);
 int remu_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
 		  struct ibv_qp_init_attr *init);
 int remu_destroy_qp(struct ibv_qp *ibqp);
