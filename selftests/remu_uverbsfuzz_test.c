@@ -359,7 +359,8 @@ static const struct wcmd wcmds[] = {
 	C(PEEK_CQ, ib_uverbs_poll_cq, 0, 0, 0),
 	C(REQ_NOTIFY_CQ, ib_uverbs_req_notify_cq, 0, 0, 0),
 	C(CREATE_QP, ib_uverbs_create_qp,
-	  sizeof(struct ib_uverbs_create_qp_resp), 0,
+	  sizeof(struct ib_uverbs_create_qp_resp),
+	  sizeof(struct remu_create_qp_cmd),
 	  sizeof(struct remu_create_qp_resp)),
 	C(QUERY_QP, ib_uverbs_query_qp, sizeof(struct ib_uverbs_query_qp_resp),
 	  0, 0),
@@ -483,6 +484,10 @@ static void raw_write(int fd)
 		*(uint32_t *)(p + c->req) = remu_chance(60) ? remu_rnd_n(4) : word();
 		*(uint32_t *)(p + c->req + 4) = remu_chance(80) ? 0 : word();
 	}
+	/* create_qp's: ECE options of any version, the reserved field */
+	if (c->cmd == IB_USER_VERBS_CMD_CREATE_QP && !c->ex &&
+	    body >= c->req + 8)
+		*(uint32_t *)(p + c->req + 4) = remu_chance(80) ? 0 : word();
 	outlen = c->resp + c->drv_out;
 	if (remu_chance(15))
 		outlen = remu_chance(50) ? remu_rnd_n(outlen + 1) : outlen + remu_rnd_n(256);

@@ -192,6 +192,11 @@ struct ib_dm *remu_alloc_dm(struct ib_device *ibdev, struct ib_ucontext *uctx,
 int remu_dealloc_dm(struct ib_dm *ibdm, struct uverbs_attr_bundle *attrs);
 void remu_dm_mr_init(struct remu_mr *mr, struct ib_dm *ibdm, u64 offset,
 		     u64 length);
+void remu_dm_query(struct ib_dm *ibdm, struct remu_query_dm_resp *resp);
+
+/* remu_import.c */
+extern const struct uapi_definition remu_import_defs[];
+
 struct remu_dm *remu_dm_export_pages(struct ib_dm *ibdm, phys_addr_t *phys,
 				     size_t *size);
 int remu_dm_export_publish(struct remu_dm *dm, struct list_head *node);

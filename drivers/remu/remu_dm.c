@@ -197,6 +197,7 @@ static const struct uapi_definition remu_uapi_defs[] = {
 	UAPI_DEF_CHAIN_OBJ_TREE(UVERBS_OBJECT_DM, &remu_dm_alloc),
 	/* REMU_METHOD_DM_EXPORT_DMABUF (remu_dmabuf_export.c) */
 	UAPI_DEF_CHAIN(remu_dmabuf_export_defs),
+	UAPI_DEF_CHAIN(remu_import_defs),
 	{},
 };
 
@@ -546,6 +547,23 @@ int remu_dealloc_dm(struct ib_dm *ibdm, struct uverbs_attr_bundle *attrs)
 	mutex_unlock(&dm->exp_lock);
 	rdma_user_mmap_entry_remove(&dm->me.rdma);
 	return 0;
+}
+
+/**
+ * remu_dm_query - where @ibdm is mapped, for another process's import
+ * @ibdm: a live DM (the caller holds its uobject)
+ * @resp: filled as DM_ALLOC's answer was, with the length asked for
+ *
+ * The mapping is the allocation's own mmap entry: every process that
+ * shares the context maps the same pages.
+ */
+void remu_dm_query(struct ib_dm *ibdm, struct remu_query_dm_resp *resp)
+{
+	struct remu_dm *dm = to_remu_dm(ibdm);
+
+	resp->mmap_offset = remu_dm_mmap_offset(dm);
+	resp->mmap_size = dm->size;
+	resp->length = ibdm->length;
 }
 
 /* ---- exported dma-bufs (remu_dmabuf_export.c) ---- */

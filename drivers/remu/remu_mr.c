@@ -840,6 +840,16 @@ struct ib_mr *remu_mr_publish(struct remu_mr *mr)
 	mr->key = remu_key_new(index);
 	mr->ib_mr.lkey = mr->key;
 	mr->ib_mr.rkey = mr->key;
+	/*
+	 * The range as registered, which the core's QUERY_MR returns
+	 * (ibv_import_mr()): the core sets it after REG_MR, not for a DM
+	 * or dma-buf MR.  A kernel or fast-reg MR's is the core's and
+	 * map_mr_sg's.
+	 */
+	if (mr->kind != REMU_MR_KERNEL && mr->kind != REMU_MR_FAST_REG) {
+		mr->ib_mr.iova = mr->iova;
+		mr->ib_mr.length = mr->length;
+	}
 	mr->gen = remu_mrs_gen(t);
 	err = xa_err(xa_store(&t->xa, index, mr, GFP_KERNEL));
 	if (err) {

@@ -9,7 +9,8 @@
  * WRs: remu_eng_doorbell() in RTS, else the work item, remu_eng.c); kernel
  * consumers' post_send/post_recv into the same rings (a REG_MR's MR, key
  * and rights go into the slot's kernel-only record, qp->eng.kreg, as the
- * WQE format is shared with processes); the flush.
+ * WQE format is shared with processes); the flush; the QP's ECE options
+ * (remu_ece_negotiate(): creation and modify_qp carry them in udata).
  *
  * Flush: entering ERR (modify_qp, or an engine) completes every WQE still
  * in the SQ, then the RQ, in ring order, with IB_WC_WR_FLUSH_ERR; WQEs
@@ -117,9 +118,42 @@ static int remu_qp_check_cap(struct ib_qp_init_attr *init)
 	return 0;
 }
 
+/*
+ * ECE: the options both sides can use when the QP is asked for @req (the
+ * provider's request at creation, or the peer's options that
+ * ibv_set_ece() took): the lower version, the capability bits remu has
+ * too; 0 (ECE off) for version 0.  mlx5's firmware answers the same way
+ * for its own version and bits.
+ */
+static u32 remu_ece_negotiate(u32 req)
+{
+	u32 ver = min_t(u32, req >> REMU_ECE_VER_SHIFT, REMU_ECE_VERSION);
+
+	if (!ver)
+		return 0;
+	return ver << REMU_ECE_VER_SHIFT | (req & REMU_ECE_CAPS);
+}
+
+/*
+ * A driver command of @size bytes from @udata into @cmd (zeroed first):
+ * a shorter one is taken as far as it goes, bytes past @size must be 0;
+ * 0 or -errno.  Without udata @cmd stays zero.
+ */
+static int remu_qp_udata_cmd(struct ib_udata *udata, void *cmd, size_t size)
+{
+	memset(cmd, 0, size);
+	if (!udata || !udata->inlen)
+		return 0;
+	if (udata->inlen > size &&
+	    !ib_is_udata_cleared(udata, size, udata->inlen - size))
+		return -EINVAL;
+	return ib_copy_from_udata(cmd, udata, min(udata->inlen, size));
+}
+
 /* What create_qp asks for, before anything is allocated. */
 static int remu_qp_check_init(struct ib_qp_init_attr *init,
-			      struct ib_udata *udata)
+			      struct ib_udata *udata,
+			      struct remu_create_qp_cmd *cmd)
 {
 	int err;
 
@@ -146,12 +180,15 @@ static int remu_qp_check_init(struct ib_qp_init_attr *init,
 	err = remu_qp_check_cap(init);
 	if (err)
 		return err;
-	if (udata) {
-		if (udata->inlen && !ib_is_udata_cleared(udata, 0, udata->inlen))
-			return -EINVAL;
-		if (udata->outlen < sizeof(struct remu_create_qp_resp))
-			return -EINVAL;
-	}
+	err = remu_qp_udata_cmd(udata, cmd, sizeof(*cmd));
+	if (err)
+		return err;
+	if (cmd->reserved)
+		return -EINVAL;
+	/* a provider without ECE has the response without its options */
+	if (udata && udata->outlen < offsetofend(struct remu_create_qp_resp,
+						 max_recv_sge))
+		return -EINVAL;
 	return 0;
 }
 
@@ -280,7 +317,9 @@ static int remu_qp_udata_resp(struct remu_qp *qp, struct ib_udata *udata,
 	resp->max_inline = qp->max_inline;
 	resp->max_send_sge = qp->sq.max_sge;
 	resp->max_recv_sge = qp->srq ? 0 : qp->rq.max_sge;
-	return ib_copy_to_udata(udata, resp, sizeof(*resp));
+	resp->ece_options = qp->ece;
+	return ib_copy_to_udata(udata, resp,
+				min_t(size_t, sizeof(*resp), udata->outlen));
 }
 
 int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
@@ -289,10 +328,11 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	struct remu_dev *rdev = to_remu_dev(ibqp->device);
 	struct remu_qp *qp = to_remu_qp(ibqp);
 	struct remu_create_qp_resp resp = {};
+	struct remu_create_qp_cmd cmd;
 	u32 qpn;
 	int err;
 
-	err = remu_qp_check_init(init, udata);
+	err = remu_qp_check_init(init, udata, &cmd);
 	if (err)
 		return err;
 	if (atomic_inc_return(&rdev->q.nr_qp) > rdev->attr.max_qp) {
@@ -300,6 +340,7 @@ int remu_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		goto err_count;
 	}
 	remu_qp_init_fields(qp, rdev, init, !!udata);
+	qp->ece = remu_ece_negotiate(cmd.ece_options);
 	err = remu_qp_rings_init(qp, init);
 	if (err)
 		goto err_count;
@@ -680,7 +721,7 @@ static int remu_qp_modify_locked(struct remu_qp *qp, struct ib_qp_attr *attr,
 
 /*
  * The driver data of a modify_qp into @cmd (zeroes without any): the
- * burst of a rate limit (uapi/rdma/remu-abi.h).  Bytes beyond the struct,
+ * burst of a rate limit, ECE options (uapi/rdma/remu-abi.h).  Bytes beyond the struct,
  * a comp_mask or reserved field that is not zero: -EINVAL.
  */
 static int remu_modify_qp_drv(struct ib_udata *udata,
@@ -697,7 +738,7 @@ static int remu_modify_qp_drv(struct ib_udata *udata,
 		return -EINVAL;
 	if (ib_copy_from_udata(cmd, udata, len))
 		return -EFAULT;
-	if (cmd->comp_mask || cmd->reserved0 || cmd->reserved1)
+	if (cmd->comp_mask || cmd->reserved0)
 		return -EINVAL;
 	return 0;
 }
@@ -706,6 +747,7 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 		   struct ib_udata *udata)
 {
 	struct remu_qp *qp = to_remu_qp(ibqp);
+	struct remu_modify_qp_resp resp = {};
 	struct remu_modify_qp_cmd drv;
 	bool reset = false;
 	int err;
@@ -715,10 +757,19 @@ int remu_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr, int mask,
 	err = remu_modify_qp_drv(udata, &drv);
 	if (err)
 		return err;
+	if (drv.ece_options && udata->outlen < sizeof(resp))
+		return -EINVAL;
 
 	mutex_lock(&qp->mutex);
 	err = remu_qp_modify_locked(qp, attr, mask, &drv, &reset);
+	/* ECE asked for with the modification: negotiated once it is made */
+	if (!err && drv.ece_options) {
+		qp->ece = remu_ece_negotiate(drv.ece_options);
+		resp.ece_options = qp->ece;
+	}
 	mutex_unlock(&qp->mutex);
+	if (!err && drv.ece_options)
+		err = ib_copy_to_udata(udata, &resp, sizeof(resp));
 	/*
 	 * RESET: the round the engines' owner was in is over, and so is the
 	 * reset it then did (remu_eng_reset_mark()), before modify_qp

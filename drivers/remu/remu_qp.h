@@ -97,6 +97,9 @@ struct remu_srq {
  *		packet whose IP addresses are not @path_dst -> @path_src
  * @mcast_no_self: created with IB_QP_CREATE_BLOCK_MULTICAST_LOOPBACK: no
  *		copy of its own multicast sends (remu_mcast.c); fixed
+ * @ece:	the ECE options negotiated for the QP (uapi remu-abi.h), set
+ *		at creation and by modify_qp under @mutex; nothing on the
+ *		wire depends on them yet
  * @send_work:	runs remu_qp_send_work() on remu_wq: the engines' work
  *		item (remu_eng_run()), and the doorbell when its caller
  *		cannot run them
@@ -120,6 +123,7 @@ struct remu_qp {
 	bool is_user;
 	bool last_wqe;
 	bool mcast_no_self;
+	u32 ece;
 	struct in6_addr path_src;
 	struct in6_addr path_dst;
 	struct work_struct send_work;

@@ -27,6 +27,7 @@
 #include <net/addrconf.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
+#include <rdma/uverbs_ioctl.h>
 #include <rdma/remu-abi.h>
 
 #include "remu.h"
@@ -319,22 +320,27 @@ static int remu_query_pkey(struct ib_device *ibdev, u32 port, u16 index,
 	return 0;
 }
 
+/*
+ * What a process's provider learns about the module: the answer to
+ * ibv_open_device(), and again to QUERY_CONTEXT for ibv_import_device().
+ */
+static const struct remu_alloc_ucontext_resp remu_uctx_resp = {
+	.abi_version = REMU_ABI_VERSION,
+	/*
+	 * FLUSH and ATOMIC_WRITE only where ib_core has IBA 1.5.  Without
+	 * this bit the provider refuses their IBV_QP_EX_WITH_* flags at QP
+	 * creation with EOPNOTSUPP, as mlx5 refuses send ops it lacks (6.1).
+	 */
+	.comp_mask = REMU_UCTX_INLINE_RECV | REMU_UCTX_CQE_TIMESTAMP |
+		     (REMU_HAVE_IBA15 ? REMU_UCTX_FLUSH_ATOMIC_WRITE : 0) |
+		     REMU_UCTX_INDIRECT_MKEY | REMU_UCTX_RATE_LIMIT |
+		     REMU_UCTX_IMPORT | REMU_UCTX_ECE,
+};
+
 static int remu_alloc_ucontext(struct ib_ucontext *uctx,
 			       struct ib_udata *udata)
 {
-	struct remu_alloc_ucontext_resp resp = {
-		.abi_version = REMU_ABI_VERSION,
-		/*
-		 * FLUSH and ATOMIC_WRITE only where ib_core has IBA 1.5.
-		 * Without this bit the provider refuses their
-		 * IBV_QP_EX_WITH_* flags at QP creation with EOPNOTSUPP, as
-		 * mlx5 refuses send ops it lacks (6.1).
-		 */
-		.comp_mask = REMU_UCTX_INLINE_RECV | REMU_UCTX_CQE_TIMESTAMP |
-			     (REMU_HAVE_IBA15 ?
-			      REMU_UCTX_FLUSH_ATOMIC_WRITE : 0) |
-			     REMU_UCTX_INDIRECT_MKEY | REMU_UCTX_RATE_LIMIT,
-	};
+	struct remu_alloc_ucontext_resp resp = remu_uctx_resp;
 	struct remu_dev *rdev = to_remu_dev(uctx->device);
 	struct remu_ucontext *uc = to_remu_uc(uctx);
 	int err;
@@ -389,6 +395,20 @@ static void remu_dealloc_ucontext(struct ib_ucontext *uctx)
 	atomic_dec(&to_remu_dev(uctx->device)->nr_uctx);
 	remu_obj_put(REMU_OBJ_UCONTEXT);
 	module_put(THIS_MODULE);
+}
+
+/*
+ * QUERY_CONTEXT (ibv_import_device() in another process, or this one, on
+ * the context's command fd): the answer ibv_open_device() got, in the
+ * driver attribute (remu_import.c declares it).
+ */
+static int remu_query_ucontext(struct ib_ucontext *uctx,
+			       struct uverbs_attr_bundle *attrs)
+{
+	return uverbs_copy_to_struct_or_zero(attrs,
+					     REMU_ATTR_QUERY_CONTEXT_RESP,
+					     &remu_uctx_resp,
+					     sizeof(remu_uctx_resp));
 }
 
 /*
@@ -517,6 +537,7 @@ const struct ib_device_ops remu_dev_ops = {
 #endif
 	.query_qp = remu_query_qp,
 	.query_srq = remu_query_srq,
+	.query_ucontext = remu_query_ucontext,
 	.reg_dm_mr = remu_reg_dm_mr,
 	.reg_user_mr = REMU_OP_REG_USER_MR(remu_reg_user_mr),
 	.reg_user_mr_dmabuf = REMU_OP_REG_DMABUF(remu_reg_user_mr_dmabuf),

@@ -43,6 +43,13 @@ enum {
 	 * remu_query_device_resp, the extended modify_qp takes
 	 * IB_QP_RATE_LIMIT and remu_modify_qp_cmd (docs/rate-limits.md) */
 	REMU_UCTX_RATE_LIMIT = 1 << 4,
+	/* objects can be imported into another process: the QUERY_CONTEXT,
+	 * PD query and DM query methods below */
+	REMU_UCTX_IMPORT = 1 << 5,
+	/* ECE: create_qp takes remu_create_qp_cmd and answers its
+	 * ece_options, the extended modify_qp takes remu_modify_qp_cmd's
+	 * ece_options and answers remu_modify_qp_resp */
+	REMU_UCTX_ECE = 1 << 6,
 };
 
 /* Response to ibv_open_device() (IB_USER_VERBS_CMD_GET_CONTEXT). */
@@ -337,8 +344,37 @@ struct remu_resize_cq_resp {
 };
 
 /*
+ * ECE (enhanced connection establishment: ibv_set_ece(), ibv_query_ece(),
+ * rdma_set_local_ece(), rdma_get_remote_ece(); docs/compatibility.md).
+ * The options are laid out as mlx5's: a version in bits 31:28 and
+ * capability bits in 27:0, under remu's vendor id (the device's
+ * vendor_id).  remu is version 1 and has no capability bit yet.  The
+ * kernel answers a request R with the options both sides can use:
+ * version min(R's, remu's), R's capability bits that remu has; 0 (ECE
+ * off) when R is version 0.
+ */
+#define REMU_ECE_VENDOR_ID	0xffffff
+#define REMU_ECE_VER_SHIFT	28
+#define REMU_ECE_VERSION	1
+#define REMU_ECE_CAPS		0
+
+/*
+ * Driver data of ibv_create_qp() (REMU_UCTX_ECE; optional: absent means
+ * all zero): ece_options, what the provider asks for (mlx5's provider
+ * asks for version 1 to learn what the device offers); the response's
+ * ece_options is the kernel's answer, the QP's options until a
+ * modify_qp changes them.
+ */
+struct remu_create_qp_cmd {
+	__u32 ece_options;
+	__u32 reserved;		/* 0 */
+};
+
+/*
  * Response to ibv_create_qp(): the SQ ring and, without an SRQ, the RQ
- * ring (all zero with an SRQ), the QP number and the inline size.
+ * ring (all zero with an SRQ), the QP number and the inline size; with
+ * REMU_UCTX_ECE the QP's ECE options (a provider without it passes a
+ * shorter response, which the kernel fills up to max_recv_sge).
  */
 struct remu_create_qp_resp {
 	struct remu_ring_info sq;
@@ -347,6 +383,8 @@ struct remu_create_qp_resp {
 	__u32 max_inline;
 	__u32 max_send_sge;
 	__u32 max_recv_sge;
+	__u32 ece_options;
+	__u32 reserved;
 };
 
 /* Response to ibv_create_srq(). */
@@ -365,16 +403,26 @@ struct remu_create_ah_resp {
 /*
  * Driver data of the extended modify_qp (IB_USER_VERBS_EX_CMD_MODIFY_QP),
  * which libremu sends for a rate limit (ibv_modify_qp_rate_limit(), or
- * IBV_QP_RATE_LIMIT in ibv_modify_qp()): the burst, as mlx5's burst_info.
- * Read only with IB_QP_RATE_LIMIT in the mask; a burst or a typical size
- * with rate 0 (no limit) is EINVAL, as on mlx5.
+ * IBV_QP_RATE_LIMIT in ibv_modify_qp()) or for ECE options:
+ * - the burst, as mlx5's burst_info.  Read only with IB_QP_RATE_LIMIT in
+ *   the mask; a burst or a typical size with rate 0 (no limit) is
+ *   EINVAL, as on mlx5.
+ * - ece_options (REMU_UCTX_ECE): not 0 asks the kernel to negotiate them
+ *   (the options ibv_set_ece() took, mlx5's "set_ece"); with the
+ *   modification done, the response (remu_modify_qp_resp) holds the
+ *   QP's options then.  0 changes nothing and no response is written.
  */
 struct remu_modify_qp_cmd {
 	__u32 comp_mask;	/* 0 */
 	__u32 max_burst_sz;	/* bytes; 0: the default */
 	__u16 typical_pkt_sz;	/* bytes; accepted, remu paces real sizes */
 	__u16 reserved0;	/* 0 */
-	__u32 reserved1;	/* 0 */
+	__u32 ece_options;
+};
+
+struct remu_modify_qp_resp {
+	__u32 ece_options;
+	__u32 reserved;
 };
 
 /* ibv_device_attr_ex.packet_pacing_caps: rates in kbps */
@@ -428,6 +476,54 @@ enum remu_dm_methods {
 enum remu_dm_export_dmabuf_attrs {
 	REMU_ATTR_EXPORT_DMABUF_DM_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
 	REMU_ATTR_EXPORT_DMABUF_FD,	/* __u32 out */
+};
+
+/*
+ * Sharing objects between processes (REMU_UCTX_IMPORT): a process that
+ * was given another's command fd (SCM_RIGHTS, fork) opens it with
+ * ibv_import_device() and reaches the objects of that context by handle.
+ *   - UVERBS_METHOD_QUERY_CONTEXT of the device object carries
+ *     REMU_ATTR_QUERY_CONTEXT_RESP out: the context's
+ *     remu_alloc_ucontext_resp, as ibv_open_device() got it.
+ *   - REMU_METHOD_PD_QUERY, a driver method of the PD object: succeeds
+ *     for the handle of a live PD of the context (ENOENT for no object,
+ *     EINVAL for an object of another type, as every handle lookup).
+ *   - REMU_METHOD_DM_QUERY, a driver method of the DM object: where to
+ *     mmap() the allocation, as DM_ALLOC answered, and the length
+ *     ibv_alloc_dm() asked for.
+ * MRs need nothing of remu: the core's UVERBS_METHOD_QUERY_MR.
+ */
+enum remu_query_context_attrs {
+	REMU_ATTR_QUERY_CONTEXT_RESP = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum remu_pd_methods {
+	REMU_METHOD_PD_QUERY = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+enum remu_pd_query_attrs {
+	REMU_ATTR_QUERY_PD_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+};
+
+/*
+ * The DM object's driver methods are numbered together, after
+ * REMU_METHOD_DM_EXPORT_DMABUF, and each below 8 after the namespace bit
+ * (the core's UVERBS_API_METHOD_KEY_NUM_DRIVER): a larger one makes the
+ * device's whole uverbs API fail to build, and the device unusable.
+ */
+enum remu_dm_query_methods {
+	REMU_METHOD_DM_QUERY = REMU_METHOD_DM_EXPORT_DMABUF + 1,
+};
+
+enum remu_dm_query_attrs {
+	REMU_ATTR_QUERY_DM_HANDLE = (1U << UVERBS_ID_NS_SHIFT),
+	REMU_ATTR_QUERY_DM_RESP,
+};
+
+struct remu_query_dm_resp {
+	__aligned_u64 mmap_offset;
+	__aligned_u64 mmap_size;	/* bytes, a multiple of the page size */
+	__aligned_u64 length;		/* bytes ibv_alloc_dm() asked for */
 };
 
 #endif /* REMU_ABI_USER_H */

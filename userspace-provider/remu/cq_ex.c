@@ -19,15 +19,20 @@
  * (hca_core_clock 1000000 kHz), so ibv_query_rt_values_ex() reads it
  * here through the vDSO, as mlx5 reads its clock page.
  *
- * Refusals follow mlx5: cqe 0, an unknown comp_mask (a parent domain
- * too: remu has none) or creation flag: EINVAL; wc_flags the CQ cannot
+ * Refusals follow mlx5: cqe 0, an unknown comp_mask or creation flag,
+ * a PD that is not a parent domain: EINVAL; wc_flags the CQ cannot
  * fill: EOPNOTSUPP; start_poll with a comp_mask: EINVAL.  A flag mlx5
  * has and remu has not (IGNORE_OVERRUN: remu's full CQ loses the CQE and
- * raises CQ_ERR) is EOPNOTSUPP, as for wc_flags.  SINGLE_THREADED is
- * accepted (the lock stays: uncontended, it costs little).
+ * raises CQ_ERR) is EOPNOTSUPP, as for wc_flags.  A parent domain
+ * (IBV_CQ_INIT_ATTR_MASK_PD) counts the CQ (domain.c) and changes
+ * nothing else: its allocators have no buffer to give (remu's rings are
+ * the kernel's) and a CQ keeps its lock in a thread domain, as on mlx5.
  *
  * Locking: cq->lock from ibv_start_poll() (when it returns 0) to
- * ibv_end_poll(); cq->cur is only touched under it.
+ * ibv_end_poll(), none with IBV_CREATE_CQ_ATTR_SINGLE_THREADED (the
+ * application polls from one thread at a time, mlx5's single-threaded
+ * poll functions); cq->cur is only touched there.  ibv_poll_cq() locks
+ * either way, as mlx5's.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -80,9 +85,10 @@ static int remu_start_poll(struct ibv_cq_ex *cqx, struct ibv_poll_cq_attr *attr)
 
 	if (attr->comp_mask)
 		return EINVAL;
-	pthread_spin_lock(&cq->lock);
+	if (!cq->single_threaded)
+		pthread_spin_lock(&cq->lock);
 	ret = remu_cq_next(cq);
-	if (ret)	/* no ibv_end_poll() follows */
+	if (ret && !cq->single_threaded)	/* no ibv_end_poll() follows */
 		pthread_spin_unlock(&cq->lock);
 	return ret;
 }
@@ -99,7 +105,8 @@ static void remu_end_poll(struct ibv_cq_ex *cqx)
 
 	cq->cur = NULL;
 	remu_uring_cons_publish(&cq->ring);
-	pthread_spin_unlock(&cq->lock);
+	if (!cq->single_threaded)
+		pthread_spin_unlock(&cq->lock);
 }
 
 /* ---- the current completion's fields ---- */
@@ -225,7 +232,12 @@ struct ibv_cq_ex *remu_create_cq_ex(struct ibv_context *ctx,
 
 	if (!(attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS))
 		flags = 0;
-	if (!attr->cqe || (attr->comp_mask & ~IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
+	if (!attr->cqe ||
+	    (attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS |
+				 IBV_CQ_INIT_ATTR_MASK_PD)) ||
+	    ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) &&
+	     (!attr->parent_domain || !to_rpd(attr->parent_domain)->parent ||
+	      attr->parent_domain->context != ctx)) ||
 	    (flags & ~(IBV_CREATE_CQ_ATTR_SINGLE_THREADED |
 		       IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN))) {
 		errno = EINVAL;
@@ -241,6 +253,7 @@ struct ibv_cq_ex *remu_create_cq_ex(struct ibv_context *ctx,
 	if (!cq)
 		return NULL;
 	pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	cq->single_threaded = !!(flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED);
 	cq->inline_recv = remu_want_inline_recv(ctx, attr->cqe);
 	cq->timestamp = !!(attr->wc_flags & REMU_WC_TS);
 	if (cq->inline_recv)
@@ -258,6 +271,8 @@ struct ibv_cq_ex *remu_create_cq_ex(struct ibv_context *ctx,
 		ibv_cmd_destroy_cq(&cq->vcq.cq);
 		goto err_free;
 	}
+	if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD)
+		cq->parent = remu_parent_domain_get(attr->parent_domain);
 	return &cq->vcq.cq_ex;
 
 err_free:

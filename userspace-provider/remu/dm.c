@@ -27,11 +27,6 @@
 #include "remu-abi.h"
 #include "remu.h"
 
-static struct remu_dm *to_rdm(struct ibv_dm *ibdm)
-{
-	return container_of(ibdm, struct remu_dm, vdm.dm);
-}
-
 /*
  * The checks of mlx5's copies, in its order: the range must lie inside
  * the length the user asked for (EFAULT; here also without 64-bit wrap),
@@ -69,6 +64,24 @@ static int remu_memcpy_from_dm(void *host_addr, struct ibv_dm *ibdm,
 	return ret;
 }
 
+/*
+ * Map the allocation @dm names (DM_ALLOC's or, for an imported DM, the DM
+ * query's answer) and make it usable: 0 or an errno.
+ */
+int remu_dm_map(struct remu_dm *dm, struct ibv_context *ctx,
+		uint64_t mmap_offset, uint64_t mmap_size, uint64_t length)
+{
+	dm->va = mmap(NULL, mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      ctx->cmd_fd, mmap_offset);
+	if (dm->va == MAP_FAILED)
+		return errno;
+	dm->map_size = mmap_size;
+	dm->length = length;
+	dm->vdm.dm.memcpy_to_dm = remu_memcpy_to_dm;
+	dm->vdm.dm.memcpy_from_dm = remu_memcpy_from_dm;
+	return 0;
+}
+
 struct ibv_dm *remu_alloc_dm(struct ibv_context *ctx,
 			     struct ibv_alloc_dm_attr *attr)
 {
@@ -92,17 +105,12 @@ struct ibv_dm *remu_alloc_dm(struct ibv_context *ctx,
 	if (ret)
 		goto err_free;
 
-	dm->va = mmap(NULL, resp.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		      ctx->cmd_fd, resp.mmap_offset);
-	if (dm->va == MAP_FAILED) {
-		ret = errno;
+	ret = remu_dm_map(dm, ctx, resp.mmap_offset, resp.mmap_size,
+			  attr->length);
+	if (ret) {
 		ibv_cmd_free_dm(&dm->vdm);
 		goto err_free;
 	}
-	dm->map_size = resp.mmap_size;
-	dm->length = attr->length;
-	dm->vdm.dm.memcpy_to_dm = remu_memcpy_to_dm;
-	dm->vdm.dm.memcpy_from_dm = remu_memcpy_from_dm;
 	return &dm->vdm.dm;
 
 err_free:

@@ -59,7 +59,7 @@ int remu_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw,
 	struct ibv_send_wr wr = {};
 	int ret;
 
-	if (mw->type != IBV_MW_TYPE_1 || mw->pd != qp->pd)
+	if (mw->type != IBV_MW_TYPE_1 || !remu_pd_same(mw->pd, qp->pd))
 		return EINVAL;
 	wr.wr_id = mw_bind->wr_id;
 	wr.opcode = IBV_WR_BIND_MW;

@@ -183,7 +183,7 @@ static void remu_wr_start(struct ibv_qp_ex *qpx)
 {
 	struct remu_qp *qp = ex_to_rqp(qpx);
 
-	pthread_spin_lock(&qp->sq_lock);
+	remu_lock(&qp->sq_lock);
 	qp->wr_start = qp->sq.idx;
 	qp->wr_cur = NULL;
 	qp->wr_err = 0;
@@ -195,7 +195,7 @@ static void remu_wr_abort(struct ibv_qp_ex *qpx)
 
 	qp->sq.idx = qp->wr_start;	/* prod was never published */
 	qp->wr_cur = NULL;
-	pthread_spin_unlock(&qp->sq_lock);
+	remu_unlock(&qp->sq_lock);
 }
 
 /*
@@ -224,7 +224,7 @@ static int remu_wr_complete(struct ibv_qp_ex *qpx)
 	qp->wr_cur = NULL;
 	if (n)
 		remu_uring_prod_publish(&qp->sq);
-	pthread_spin_unlock(&qp->sq_lock);
+	remu_unlock(&qp->sq_lock);
 	return n ? remu_doorbell(ibqp) : 0;
 }
 
@@ -448,7 +448,7 @@ static void remu_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
 	if (!w)
 		return;
 	if (qpx->qp_base.qp_type != IBV_QPT_UD || !ah ||
-	    ah->pd != qpx->qp_base.pd) {
+	    !remu_pd_same(ah->pd, qpx->qp_base.pd)) {
 		remu_wr_fail(qp, EINVAL);
 		return;
 	}

@@ -5,7 +5,9 @@
  * Every queue is a ring shared with the kernel (remu_ring.h): posting a
  * receive writes the RQ/SRQ ring and makes no system call; posting sends
  * writes the SQ ring and rings the doorbell once per ibv_post_send() (a
- * POST_SEND command carrying no WRs); polling reads the CQ ring and makes
+ * POST_SEND command carrying no WRs; write() on the command fd, or the
+ * ioctl that carries it where the kernel refuses that: remu_doorbell());
+ * polling reads the CQ ring and makes
  * no system call.  Control verbs go through the ibv_cmd_* commands, whose
  * responses say where each ring is mapped.
  *
@@ -18,7 +20,9 @@
  * ibv_wr_* API in qp_ex.c; a send WQE is filled through wqe.h either way.
  *
  * Locking: one spinlock per ring (cq->lock, qp->sq_lock, qp->rq_lock,
- * srq->lock) serialises this process's threads on that ring's index.
+ * srq->lock) serialises this process's threads on that ring's index;
+ * a QP's or SRQ's are none on a parent domain with a thread domain
+ * (struct remu_lock, domain.c).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -120,6 +124,7 @@ int remu_destroy_cq(struct ibv_cq *ibcq)
 	if (ret)
 		return ret;
 	remu_uring_unmap(&cq->ring);
+	remu_parent_domain_put(cq->parent);
 	remu_cq_free(cq);
 	return 0;
 }
@@ -331,6 +336,8 @@ static int remu_cmd_qp(struct ibv_context *ctx, struct remu_qp *qp,
 		struct remu_cmd_create_qp_ex_resp resp = {};
 		struct remu_cmd_create_qp_ex cmd = {};
 
+		cmd.ece_options = remu_ece_request(ctx);
+
 		ret = ibv_cmd_create_qp_ex2(ctx, &qp->vqp, attr, &cmd.ibv_cmd,
 					    sizeof(cmd), &resp.ibv_resp,
 					    sizeof(resp));
@@ -338,6 +345,8 @@ static int remu_cmd_qp(struct ibv_context *ctx, struct remu_qp *qp,
 	} else {
 		struct remu_cmd_create_qp_resp resp = {};
 		struct remu_cmd_create_qp cmd = {};
+
+		cmd.ece_options = remu_ece_request(ctx);
 
 		ret = ibv_cmd_create_qp_ex(ctx, &qp->vqp, attr, &cmd.ibv_cmd,
 					   sizeof(cmd), &resp.ibv_resp,
@@ -350,7 +359,8 @@ static int remu_cmd_qp(struct ibv_context *ctx, struct remu_qp *qp,
 /*
  * A QP as @attr says (comp_mask checked by the caller), its rings
  * mapped: the QP, or NULL with errno set.  Both ibv_create_qp() and
- * ibv_create_qp_ex() come here.
+ * ibv_create_qp_ex() come here.  On a parent domain with a thread
+ * domain its rings have no locks (domain.c).
  */
 struct remu_qp *remu_qp_new(struct ibv_context *ctx,
 			    struct ibv_qp_init_attr_ex *attr)
@@ -363,8 +373,8 @@ struct remu_qp *remu_qp_new(struct ibv_context *ctx,
 	qp = calloc(1, sizeof(*qp));
 	if (!qp)
 		return NULL;
-	pthread_spin_init(&qp->sq_lock, PTHREAD_PROCESS_PRIVATE);
-	pthread_spin_init(&qp->rq_lock, PTHREAD_PROCESS_PRIVATE);
+	remu_lock_init(&qp->sq_lock, attr->pd);
+	remu_lock_init(&qp->rq_lock, attr->pd);
 	ret = remu_cmd_qp(ctx, qp, attr, &resp);
 	if (ret)
 		goto err_free;
@@ -380,6 +390,8 @@ struct remu_qp *remu_qp_new(struct ibv_context *ctx,
 	qp->max_send_sge = resp.max_send_sge;
 	qp->max_recv_sge = resp.max_recv_sge;
 	qp->op_mask = remu_qp_op_mask(ctx, attr->qp_type);
+	qp->get_ece = resp.ece_options;
+	remu_parent_domain_get(attr->pd);
 	return qp;
 
 err_unmap:
@@ -387,8 +399,8 @@ err_unmap:
 err_destroy:
 	ibv_cmd_destroy_qp(&qp->vqp.qp);
 err_free:
-	pthread_spin_destroy(&qp->sq_lock);
-	pthread_spin_destroy(&qp->rq_lock);
+	remu_lock_destroy(&qp->sq_lock);
+	remu_lock_destroy(&qp->rq_lock);
 	free(qp);
 	errno = ret;
 	return NULL;
@@ -416,34 +428,43 @@ struct ibv_qp *remu_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
 }
 
 /*
- * A modify_qp with a rate limit goes as the extended command, which alone
- * carries IBV_QP_RATE_LIMIT, with the burst as remu's driver data (0 and
- * 0: the plain ibv_modify_qp()); the module must offer it, else
- * EOPNOTSUPP as from a device without rate limits.
+ * A modify_qp with a rate limit or ECE options goes as the extended
+ * command, which alone carries IBV_QP_RATE_LIMIT, with the burst and
+ * @ece_options as remu's driver data (all 0: the plain ibv_modify_qp()).
+ * A rate limit needs the module to offer it, else EOPNOTSUPP as from a
+ * device without rate limits; ECE options are only ever set where it has
+ * ECE (ece.c), and on success the kernel's answer is the QP's.
  */
 static int remu_modify_qp_ex(struct ibv_qp *ibqp, struct ibv_qp_attr *attr,
 			     int mask, uint32_t max_burst_sz,
-			     uint16_t typical_pkt_sz)
+			     uint16_t typical_pkt_sz, uint32_t ece_options)
 {
+	struct remu_cmd_modify_qp_ex_resp resp = {};
 	struct remu_cmd_modify_qp_ex cmd = {};
-	struct ib_uverbs_ex_modify_qp_resp resp = {};
+	int ret;
 
-	if (!(to_rctx(ibqp->context)->kernel_caps & REMU_UCTX_RATE_LIMIT))
+	if ((mask & IBV_QP_RATE_LIMIT) &&
+	    !(to_rctx(ibqp->context)->kernel_caps & REMU_UCTX_RATE_LIMIT))
 		return EOPNOTSUPP;
 	cmd.max_burst_sz = max_burst_sz;
 	cmd.typical_pkt_sz = typical_pkt_sz;
-	return ibv_cmd_modify_qp_ex(ibqp, attr, mask, &cmd.ibv_cmd, sizeof(cmd),
-				    &resp, sizeof(resp));
+	cmd.ece_options = ece_options;
+	ret = ibv_cmd_modify_qp_ex(ibqp, attr, mask, &cmd.ibv_cmd, sizeof(cmd),
+				   &resp.ibv_resp, sizeof(resp));
+	if (!ret && ece_options)
+		remu_ece_modified(to_rqp(ibqp), resp.ece_options);
+	return ret;
 }
 
 /* libibverbs records the new state in ibqp->state; posting checks it. */
 int remu_modify_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask)
 {
+	uint32_t ece_options = to_rqp(ibqp)->set_ece;	/* ece.c */
 	struct ibv_modify_qp cmd = {};
 	int ret;
 
-	if (mask & IBV_QP_RATE_LIMIT)
-		ret = remu_modify_qp_ex(ibqp, attr, mask, 0, 0);
+	if ((mask & IBV_QP_RATE_LIMIT) || ece_options)
+		ret = remu_modify_qp_ex(ibqp, attr, mask, 0, 0, ece_options);
 	else
 		ret = ibv_cmd_modify_qp(ibqp, attr, mask, &cmd, sizeof(cmd));
 	if (!ret && (mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET)
@@ -468,7 +489,7 @@ int remu_modify_qp_rate_limit(struct ibv_qp *ibqp,
 		return EINVAL;
 	qp_attr.rate_limit = attr->rate_limit;
 	return remu_modify_qp_ex(ibqp, &qp_attr, IBV_QP_RATE_LIMIT,
-				 attr->max_burst_sz, attr->typical_pkt_sz);
+				 attr->max_burst_sz, attr->typical_pkt_sz, 0);
 }
 
 int remu_query_qp(struct ibv_qp *ibqp, struct ibv_qp_attr *attr, int mask,
@@ -490,15 +511,40 @@ int remu_destroy_qp(struct ibv_qp *ibqp)
 	remu_qp_clean_cqs(ibqp);
 	remu_uring_unmap(&qp->sq);
 	remu_uring_unmap(&qp->rq);
-	pthread_spin_destroy(&qp->sq_lock);
-	pthread_spin_destroy(&qp->rq_lock);
+	remu_parent_domain_put(ibqp->pd ? to_rpd(ibqp->pd) : NULL);
+	remu_lock_destroy(&qp->sq_lock);
+	remu_lock_destroy(&qp->rq_lock);
 	free(qp);
 	return 0;
 }
 
-/* The doorbell: a POST_SEND command with no WRs. */
+/* @cmd through the ioctl that carries a write() command, as libibverbs' */
+static int remu_doorbell_ioctl(struct ibv_qp *ibqp, struct ibv_post_send *cmd)
+{
+	DECLARE_COMMAND_BUFFER(cmdb, UVERBS_OBJECT_DEVICE,
+			       UVERBS_METHOD_INVOKE_WRITE, 3);
+	struct ib_uverbs_post_send_resp resp;
+
+	fill_attr_const_in(cmdb, UVERBS_ATTR_WRITE_CMD,
+			   IB_USER_VERBS_CMD_POST_SEND);
+	fill_attr_in(cmdb, UVERBS_ATTR_CORE_IN, &cmd->core_payload,
+		     sizeof(cmd->core_payload));
+	fill_attr_out(cmdb, UVERBS_ATTR_CORE_OUT, &resp, sizeof(resp));
+	return execute_ioctl(ibqp->context, cmdb);
+}
+
+/*
+ * The doorbell: a POST_SEND command with no WRs, written to the command
+ * fd.  The kernel refuses write() on it to a process whose credentials
+ * are not those of the process that opened it (EACCES,
+ * ib_safe_file_access()): a context imported from another process
+ * (import.c) or used by a child after fork().  There the command goes
+ * through UVERBS_METHOD_INVOKE_WRITE, as libibverbs sends its own
+ * commands, and does so from then on for the context.
+ */
 int remu_doorbell(struct ibv_qp *ibqp)
 {
+	struct remu_context *ctx = to_rctx(ibqp->context);
 	struct ib_uverbs_post_send_resp resp;
 	struct ibv_post_send cmd = {};
 
@@ -510,9 +556,14 @@ int remu_doorbell(struct ibv_qp *ibqp)
 	cmd.wr_count = 0;
 	cmd.sge_count = 0;
 	cmd.wqe_size = sizeof(struct ib_uverbs_send_wr);
-	if (write(ibqp->context->cmd_fd, &cmd, sizeof(cmd)) != sizeof(cmd))
+	if (atomic_load_explicit(&ctx->doorbell_ioctl, memory_order_relaxed))
+		return remu_doorbell_ioctl(ibqp, &cmd);
+	if (write(ibqp->context->cmd_fd, &cmd, sizeof(cmd)) == sizeof(cmd))
+		return 0;
+	if (errno != EACCES)
 		return errno;
-	return 0;
+	atomic_store_explicit(&ctx->doorbell_ioctl, true, memory_order_relaxed);
+	return remu_doorbell_ioctl(ibqp, &cmd);
 }
 
 /* Validate @wr and write it into the slot @w; 0 or an errno. */
@@ -541,7 +592,7 @@ static int remu_build_send_wqe(struct remu_qp *qp, struct ibv_send_wr *wr,
 			return EINVAL;
 	}
 	if (ibqp->qp_type == IBV_QPT_UD &&
-	    (!wr->wr.ud.ah || wr->wr.ud.ah->pd != ibqp->pd))
+	    (!wr->wr.ud.ah || !remu_pd_same(wr->wr.ud.ah->pd, ibqp->pd)))
 		return EINVAL;
 
 	remu_wqe_init(w, wr->wr_id, wr->opcode, wr->send_flags);
@@ -603,7 +654,7 @@ static int remu_post_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 		break;
 	}
 
-	pthread_spin_lock(&qp->sq_lock);
+	remu_lock(&qp->sq_lock);
 	for (; wr; wr = wr->next) {
 		if (remu_uring_dead(&qp->sq)) {
 			ret = EIO;
@@ -622,7 +673,7 @@ static int remu_post_wrs(struct ibv_qp *ibqp, struct ibv_send_wr *wr,
 	}
 	if (posted)
 		remu_uring_prod_publish(&qp->sq);
-	pthread_spin_unlock(&qp->sq_lock);
+	remu_unlock(&qp->sq_lock);
 
 	if (ret)
 		*bad_wr = wr;
@@ -690,7 +741,7 @@ int remu_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 		*bad_wr = wr;
 		return EINVAL;
 	}
-	pthread_spin_lock(&qp->rq_lock);
+	remu_lock(&qp->rq_lock);
 	for (; wr; wr = wr->next) {
 		ret = remu_put_recv_wqe(&qp->rq, qp->max_recv_sge, wr);
 		if (ret)
@@ -699,7 +750,7 @@ int remu_post_recv(struct ibv_qp *ibqp, struct ibv_recv_wr *wr,
 	}
 	if (posted)
 		remu_uring_prod_publish(&qp->rq);
-	pthread_spin_unlock(&qp->rq_lock);
+	remu_unlock(&qp->rq_lock);
 	if (ret)
 		*bad_wr = wr;
 	if (posted && ibqp->state == IBV_QPS_ERR && !ret)
@@ -720,7 +771,7 @@ struct ibv_srq *remu_create_srq(struct ibv_pd *pd,
 	srq = calloc(1, sizeof(*srq));
 	if (!srq)
 		return NULL;
-	pthread_spin_init(&srq->lock, PTHREAD_PROCESS_PRIVATE);
+	remu_lock_init(&srq->lock, pd);	/* none with a thread domain */
 	ret = ibv_cmd_create_srq(pd, &srq->ibsrq, attr, &cmd.ibv_cmd,
 				 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (ret)
@@ -734,7 +785,7 @@ struct ibv_srq *remu_create_srq(struct ibv_pd *pd,
 	return &srq->ibsrq;
 
 err_free:
-	pthread_spin_destroy(&srq->lock);
+	remu_lock_destroy(&srq->lock);
 	free(srq);
 	errno = ret;
 	return NULL;
@@ -763,7 +814,7 @@ int remu_destroy_srq(struct ibv_srq *ibsrq)
 	if (ret)
 		return ret;
 	remu_uring_unmap(&srq->ring);
-	pthread_spin_destroy(&srq->lock);
+	remu_lock_destroy(&srq->lock);
 	free(srq);
 	return 0;
 }
@@ -775,7 +826,7 @@ int remu_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	struct remu_srq *srq = to_rsrq(ibsrq);
 	int ret = 0, posted = 0;
 
-	pthread_spin_lock(&srq->lock);
+	remu_lock(&srq->lock);
 	for (; wr; wr = wr->next) {
 		ret = remu_put_recv_wqe(&srq->ring, srq->max_sge, wr);
 		if (ret)
@@ -784,7 +835,7 @@ int remu_post_srq_recv(struct ibv_srq *ibsrq, struct ibv_recv_wr *wr,
 	}
 	if (posted)
 		remu_uring_prod_publish(&srq->ring);
-	pthread_spin_unlock(&srq->lock);
+	remu_unlock(&srq->lock);
 	if (ret)
 		*bad_wr = wr;
 	return ret;

@@ -24,17 +24,17 @@ DECLARE_DRV_CMD(remu_cmd_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
 DECLARE_DRV_CMD(remu_cmd_resize_cq, IB_USER_VERBS_CMD_RESIZE_CQ,
 		empty, remu_resize_cq_resp);
 DECLARE_DRV_CMD(remu_cmd_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
-		empty, remu_create_qp_resp);
+		remu_create_qp_cmd, remu_create_qp_resp);
 DECLARE_DRV_CMD(remu_cmd_create_qp_ex, IB_USER_VERBS_EX_CMD_CREATE_QP,
-		empty, remu_create_qp_resp);
+		remu_create_qp_cmd, remu_create_qp_resp);
+DECLARE_DRV_CMD(remu_cmd_modify_qp_ex, IB_USER_VERBS_EX_CMD_MODIFY_QP,
+		remu_modify_qp_cmd, remu_modify_qp_resp);
 DECLARE_DRV_CMD(remu_cmd_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		empty, remu_create_srq_resp);
 DECLARE_DRV_CMD(remu_cmd_alloc_mw, IB_USER_VERBS_CMD_ALLOC_MW,
 		remu_alloc_mw_cmd, remu_alloc_mw_resp);
 DECLARE_DRV_CMD(remu_cmd_create_ah, IB_USER_VERBS_CMD_CREATE_AH,
 		empty, remu_create_ah_resp);
-DECLARE_DRV_CMD(remu_cmd_modify_qp_ex, IB_USER_VERBS_EX_CMD_MODIFY_QP,
-		remu_modify_qp_cmd, empty);
 DECLARE_DRV_CMD(remu_cmd_query_device_ex, IB_USER_VERBS_EX_CMD_QUERY_DEVICE,
 		empty, remu_query_device_resp);
 

@@ -3,9 +3,11 @@
  * remu.c - libremu, the rdma-core provider for the remu soft RoCEv2 device.
  *
  * This file: recognising a remu device, opening a user context, querying
- * the device and its port, and protection domains.  Memory regions are in
- * mr.c, device memory in dm.c; CQs, QPs, SRQs and AHs, with the ring fast
- * path, in queues.c, their extended verbs in cq_ex.c and qp_ex.c.
+ * the device and its port.  Protection, thread and parent domains are in
+ * domain.c, taking objects of another process's context in import.c,
+ * memory regions in mr.c, device memory in dm.c; CQs, QPs, SRQs and AHs,
+ * with the ring fast path, in queues.c, their extended verbs in cq_ex.c
+ * and qp_ex.c, ECE in ece.c.
  * Every verb not in remu_ctx_ops is left to libibverbs, which answers
  * EOPNOTSUPP.
  */
@@ -74,39 +76,6 @@ static int remu_query_port(struct ibv_context *ibctx, uint8_t port,
 	return ibv_cmd_query_port(ibctx, port, attr, &cmd, sizeof(cmd));
 }
 
-static struct ibv_pd *remu_alloc_pd(struct ibv_context *ibctx)
-{
-	struct ib_uverbs_alloc_pd_resp resp;
-	struct ibv_alloc_pd cmd = {};
-	struct ibv_pd *pd;
-	int ret;
-
-	pd = calloc(1, sizeof(*pd));
-	if (!pd)
-		return NULL;
-
-	ret = ibv_cmd_alloc_pd(ibctx, pd, &cmd, sizeof(cmd),
-			       &resp, sizeof(resp));
-	if (ret) {
-		free(pd);
-		errno = ret;
-		return NULL;
-	}
-	return pd;
-}
-
-static int remu_dealloc_pd(struct ibv_pd *pd)
-{
-	int ret;
-
-	ret = ibv_cmd_dealloc_pd(pd);
-	if (ret)
-		return ret;
-
-	free(pd);
-	return 0;
-}
-
 static void remu_free_context(struct ibv_context *ibctx)
 {
 	struct remu_context *ctx = to_rctx(ibctx);
@@ -119,7 +88,9 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.advise_mr = remu_advise_mr,
 	.alloc_dm = remu_alloc_dm,
 	.alloc_mw = remu_alloc_mw,
+	.alloc_parent_domain = remu_alloc_parent_domain,
 	.alloc_pd = remu_alloc_pd,
+	.alloc_td = remu_alloc_td,
 	/* multicast attach/detach: the plain commands, no driver data */
 	.attach_mcast = ibv_cmd_attach_mcast,
 	.bind_mw = remu_bind_mw,
@@ -131,6 +102,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.create_srq = remu_create_srq,
 	.dealloc_mw = remu_dealloc_mw,
 	.dealloc_pd = remu_dealloc_pd,
+	.dealloc_td = remu_dealloc_td,
 	.dereg_mr = remu_dereg_mr,
 	.destroy_ah = remu_destroy_ah,
 	.destroy_cq = remu_destroy_cq,
@@ -142,6 +114,9 @@ static const struct verbs_context_ops remu_ctx_ops = {
 #endif
 	.free_context = remu_free_context,
 	.free_dm = remu_free_dm,
+	.import_dm = remu_import_dm,
+	.import_mr = remu_import_mr,
+	.import_pd = remu_import_pd,
 	.modify_qp = remu_modify_qp,
 	.modify_qp_rate_limit = remu_modify_qp_rate_limit,
 	.modify_srq = remu_modify_srq,
@@ -150,6 +125,7 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.post_send = remu_post_send,
 	.post_srq_recv = remu_post_srq_recv,
 	.query_device_ex = remu_query_device,
+	.query_ece = remu_query_ece,
 	.query_port = remu_query_port,
 #if REMU_HAVE_QUERY_PORT_SPEED
 	/* the kernel answers (7.x), or the ioctl is unknown: EOPNOTSUPP */
@@ -164,7 +140,36 @@ static const struct verbs_context_ops remu_ctx_ops = {
 	.req_notify_cq = remu_req_notify_cq,
 	.rereg_mr = remu_rereg_mr,
 	.resize_cq = remu_resize_cq,
+	.set_ece = remu_set_ece,
+	.unimport_dm = remu_unimport_dm,
+	.unimport_mr = remu_unimport_mr,
+	.unimport_pd = remu_unimport_pd,
 };
+
+/*
+ * @ctx was opened (ibv_open_device()) or imported (ibv_import_device(),
+ * import.c) and the module answered @resp: 0, or EPROTO for a module of
+ * another ABI, and the context takes remu's verbs.
+ */
+int remu_context_ready(struct remu_context *ctx,
+		       const struct remu_alloc_ucontext_resp *resp)
+{
+	/*
+	 * libibverbs already held the device's uverbs abi_version against
+	 * remu_dev_ops; this catches a module whose answer is from another
+	 * ABI or shorter than ours.
+	 */
+	if (resp->abi_version != REMU_ABI_VERSION || resp->reserved) {
+		verbs_err(&ctx->vctx,
+			  "kernel answered ABI %u (reserved %#llx), provider has ABI %u\n",
+			  resp->abi_version, (unsigned long long)resp->reserved,
+			  REMU_ABI_VERSION);
+		return EPROTO;
+	}
+	ctx->kernel_caps = resp->comp_mask;
+	verbs_set_ops(&ctx->vctx, &remu_ctx_ops);
+	return 0;
+}
 
 static struct verbs_context *remu_alloc_context(struct ibv_device *ibdev,
 						int cmd_fd, void *private_data)
@@ -184,23 +189,9 @@ static struct verbs_context *remu_alloc_context(struct ibv_device *ibdev,
 				  &resp.ibv_resp, sizeof(resp));
 	if (ret)
 		goto err;
-
-	/*
-	 * libibverbs already held the device's uverbs abi_version against
-	 * remu_dev_ops; this catches a module whose answer is from another
-	 * ABI or shorter than ours.
-	 */
-	if (resp.abi_version != REMU_ABI_VERSION || resp.reserved) {
-		verbs_err(&ctx->vctx,
-			  "kernel answered ABI %u (reserved %#llx), provider has ABI %u\n",
-			  resp.abi_version, (unsigned long long)resp.reserved,
-			  REMU_ABI_VERSION);
-		ret = EPROTO;
+	ret = remu_context_ready(ctx, &resp.drv_payload);
+	if (ret)
 		goto err;
-	}
-
-	ctx->kernel_caps = resp.comp_mask;
-	verbs_set_ops(&ctx->vctx, &remu_ctx_ops);
 	return &ctx->vctx;
 
 err:
@@ -324,6 +315,7 @@ static const struct verbs_device_ops remu_dev_ops = {
 	.alloc_device = remu_alloc_device,
 	.uninit_device = remu_uninit_device,
 	.alloc_context = remu_alloc_context,
+	.import_context = remu_import_context,
 };
 PROVIDER_DRIVER(remu, remu_dev_ops);
 

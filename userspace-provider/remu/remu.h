@@ -9,6 +9,8 @@
 #define REMU_H
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <infiniband/driver.h>
 
 #include "remu_ring.h"
@@ -33,6 +35,46 @@ struct remu_device {
 struct remu_context {
 	struct verbs_context vctx;
 	uint32_t kernel_caps;	/* REMU_UCTX_* the module offered */
+	/* the doorbell through the ioctl: write() is refused (queues.c) */
+	atomic_bool doorbell_ioctl;
+};
+
+/*
+ * The lock of one side of a ring (domain.c).  An object made on a parent
+ * domain with a thread domain has none: the application has promised
+ * that one thread at a time uses it (ibv_alloc_td(3)), mlx5's contract,
+ * and a second thread caught inside is reported and the process aborted,
+ * as mlx5 does.
+ */
+struct remu_lock {
+	pthread_spinlock_t spin;
+	bool need_lock;
+	bool in_use;
+};
+
+/* A thread domain: only what makes objects lock-free (domain.c). */
+struct remu_td {
+	struct ibv_td ibtd;
+	atomic_int refs;	/* 1 + the parent domains on it */
+};
+
+/*
+ * A protection domain, or a parent domain (@parent set), or a PD taken
+ * from another process's context (@imported); domain.c, import.c.
+ */
+struct remu_pd {
+	struct ibv_pd ibpd;
+	atomic_int refs;	/* 1 + parent domains on it (+ a parent
+				 * domain's QPs and CQs) */
+	struct remu_pd *parent;	/* parent domain: the PD it was made on */
+	struct remu_td *td;	/* parent domain: its thread domain or NULL */
+	/* parent domain: the allocators, kept and never called (docs) */
+	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size,
+		       size_t alignment, uint64_t resource_type);
+	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr,
+		     uint64_t resource_type);
+	void *pd_context;
+	bool imported;
 };
 
 /*
@@ -42,6 +84,10 @@ struct remu_context {
 struct remu_cq {
 	struct verbs_cq vcq;		/* ibv_cq, or ibv_cq_ex */
 	pthread_spinlock_t lock;
+	bool single_threaded;	/* IBV_CREATE_CQ_ATTR_SINGLE_THREADED: no
+				 * lock from ibv_start_poll() to
+				 * ibv_end_poll() */
+	struct remu_pd *parent;	/* ibv_create_cq_ex() on a parent domain */
 	struct remu_uring ring;
 	int inline_recv;	/* slots are struct remu_cqe_ext */
 	int timestamp;		/* slots end in struct remu_cqe_ts */
@@ -55,8 +101,8 @@ struct remu_cq {
  */
 struct remu_qp {
 	struct verbs_qp vqp;		/* ibv_qp, or ibv_qp_ex */
-	pthread_spinlock_t sq_lock;
-	pthread_spinlock_t rq_lock;
+	struct remu_lock sq_lock;
+	struct remu_lock rq_lock;
 	struct remu_uring sq;
 	struct remu_uring rq;		/* unmapped with an SRQ */
 	uint32_t max_inline;
@@ -67,6 +113,8 @@ struct remu_qp {
 	uint32_t wr_start;		/* sq.idx at ibv_wr_start(): rollback */
 	int wr_err;			/* the batch's first error */
 	struct remudv_qp_ex dv;		/* remudv_qp_ex_from_ibv_qp_ex() */
+	uint32_t set_ece;		/* ibv_set_ece(): for the next modify */
+	uint32_t get_ece;		/* ibv_query_ece() answers this (ece.c) */
 };
 
 /* an indirect key (mkey.c): the MW object that carries it in the kernel */
@@ -78,7 +126,7 @@ struct remu_mkey {
 
 struct remu_srq {
 	struct ibv_srq ibsrq;
-	pthread_spinlock_t lock;
+	struct remu_lock lock;
 	struct remu_uring ring;
 	uint32_t max_sge;
 };
@@ -124,6 +172,93 @@ static inline struct remu_srq *to_rsrq(struct ibv_srq *ibsrq)
 static inline struct remu_ah *to_rah(struct ibv_ah *ibah)
 {
 	return container_of(ibah, struct remu_ah, ibah);
+}
+
+static inline struct remu_dm *to_rdm(struct ibv_dm *ibdm)
+{
+	return container_of(ibdm, struct remu_dm, vdm.dm);
+}
+
+static inline struct remu_pd *to_rpd(struct ibv_pd *ibpd)
+{
+	return container_of(ibpd, struct remu_pd, ibpd);
+}
+
+static inline struct remu_td *to_rtd(struct ibv_td *ibtd)
+{
+	return container_of(ibtd, struct remu_td, ibtd);
+}
+
+/* The protection domain behind @ibpd, a PD or a parent domain. */
+static inline struct ibv_pd *remu_pd_base(struct ibv_pd *ibpd)
+{
+	struct remu_pd *pd = to_rpd(ibpd);
+
+	while (pd->parent)
+		pd = pd->parent;
+	return &pd->ibpd;
+}
+
+/* Do @a and @b (PDs or parent domains) name the same protection domain? */
+static inline bool remu_pd_same(struct ibv_pd *a, struct ibv_pd *b)
+{
+	return a && b && remu_pd_base(a) == remu_pd_base(b);
+}
+
+/* domain.c */
+void remu_lock_init(struct remu_lock *l, struct ibv_pd *pd);
+void remu_lock_destroy(struct remu_lock *l);
+void remu_lock_violation(void) __attribute__((noreturn));
+struct ibv_pd *remu_alloc_pd(struct ibv_context *ctx);
+int remu_dealloc_pd(struct ibv_pd *ibpd);
+struct ibv_td *remu_alloc_td(struct ibv_context *ctx,
+			     struct ibv_td_init_attr *attr);
+int remu_dealloc_td(struct ibv_td *ibtd);
+struct ibv_pd *remu_alloc_parent_domain(struct ibv_context *ctx,
+				struct ibv_parent_domain_init_attr *attr);
+struct remu_pd *remu_parent_domain_get(struct ibv_pd *ibpd);
+void remu_parent_domain_put(struct remu_pd *pd);
+
+/* import.c */
+struct verbs_context *remu_import_context(struct ibv_device *ibdev,
+					  int cmd_fd);
+struct ibv_pd *remu_import_pd(struct ibv_context *ctx, uint32_t pd_handle);
+void remu_unimport_pd(struct ibv_pd *ibpd);
+struct ibv_mr *remu_import_mr(struct ibv_pd *pd, uint32_t mr_handle);
+void remu_unimport_mr(struct ibv_mr *mr);
+struct ibv_dm *remu_import_dm(struct ibv_context *ctx, uint32_t dm_handle);
+void remu_unimport_dm(struct ibv_dm *ibdm);
+
+/* ece.c */
+int remu_set_ece(struct ibv_qp *ibqp, struct ibv_ece *ece);
+int remu_query_ece(struct ibv_qp *ibqp, struct ibv_ece *ece);
+uint32_t remu_ece_request(struct ibv_context *ctx);
+void remu_ece_modified(struct remu_qp *qp, uint32_t options);
+
+/*
+ * The lock of a ring (struct remu_lock).  Without need_lock: taking it
+ * while it is in use means two threads are in an object the application
+ * promised to use from one at a time.  The check is a hint, not a
+ * guarantee (a plain flag and a fence, as mlx5's).
+ */
+static inline void remu_lock(struct remu_lock *l)
+{
+	if (l->need_lock) {
+		pthread_spin_lock(&l->spin);
+		return;
+	}
+	if (l->in_use)
+		remu_lock_violation();
+	l->in_use = true;
+	atomic_thread_fence(memory_order_acq_rel);
+}
+
+static inline void remu_unlock(struct remu_lock *l)
+{
+	if (l->need_lock)
+		pthread_spin_unlock(&l->spin);
+	else
+		l->in_use = false;
 }
 
 /* queues.c */
@@ -175,9 +310,15 @@ static inline struct remu_context *to_rctx(struct ibv_context *ibctx)
 	return container_of(ibctx, struct remu_context, vctx.context);
 }
 
+/* remu.c */
+int remu_context_ready(struct remu_context *ctx,
+		       const struct remu_alloc_ucontext_resp *resp);
+
 /* dm.c */
 struct ibv_dm *remu_alloc_dm(struct ibv_context *ctx,
 			     struct ibv_alloc_dm_attr *attr);
+int remu_dm_map(struct remu_dm *dm, struct ibv_context *ctx,
+		uint64_t mmap_offset, uint64_t mmap_size, uint64_t length);
 int remu_free_dm(struct ibv_dm *ibdm);
 int remu_dm_export_dmabuf_fd(struct ibv_dm *ibdm);
 struct ibv_mr *remu_reg_dm_mr(struct ibv_pd *pd, struct ibv_dm *ibdm,
