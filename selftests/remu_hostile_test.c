@@ -497,10 +497,10 @@ static int big_read_flows(struct remu_forge *f, struct ibv_qp *q,
  * engines for the whole of it: destroy_qp and modify_qp(RESET), which wait
  * for the round in progress, return within STOP_BOUND_S while the READ is
  * far from its end, and the READ stops there (remu1 sends no more).  A
- * duplicate READ replaces the one in progress: asking again for one
- * response of it sends that one and nothing after, and the next request
- * (a READ of 2 responses, at the PSN after the big READ) is executed,
- * after it.  The memory is an implicit ODP MR over a never-written
+ * duplicate READ that asks again for the rest of the one in progress
+ * (from its next-to-last response) replaces it: it sends those 2 and the
+ * READ nothing more, and the next request (a READ of 2 responses, at the
+ * PSN after the big READ) is executed after them.  The memory is an implicit ODP MR over a never-written
  * anonymous mapping: the READ reads the zero page.  Control: a new QP's
  * READ gets its responses.
  */
@@ -555,8 +555,9 @@ TEST_F(hostile, read_in_progress_bounded)
 	qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN, &self->a, PSN_B);
 	ASSERT_NE(NULL, qb);
 	ASSERT_EQ(0, big_read_flows(&self->as_a, qb, va, imr->rkey, &s0));
-	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B + 1, va + MTU,
-			      imr->rkey, MTU));
+	/* from its next-to-last response: 2, and nothing of it after */
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B + BIG_NPKTS - 2,
+			      va + BIG_READ - 2 * MTU, imr->rkey, 2 * MTU));
 	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B + BIG_NPKTS,
 			      (uintptr_t)b->buf, b->mr->rkey, 2 * MTU));
 	s1 = sent_settles();

@@ -312,6 +312,8 @@ struct remu_pace {
  *		it is, request packets other than a duplicate READ wait on
  *		@rxq (remu_resp_read_waits()).  Nothing in it is a reference:
  *		reset, error and destroy only clear it
+ * @rd_rest:	the READ a duplicate's repeat in @rd put off: it goes on
+ *		after it (inactive if none)
  * @res:	RC responder: the last max_dest_rd_atomic READs and atomics
  *		(at least one), the only requests a duplicate may repeat;
  *		NULL until the QP first enters RTR, and for other transports.
@@ -385,6 +387,7 @@ struct remu_qp_eng {
 	u32 wr_off;
 	u64 wr_gen;
 	struct remu_rd_cur rd;
+	struct remu_rd_cur rd_rest;
 	struct remu_rd_res_set *res;
 	struct remu_rd_res_set *res_new;
 	struct remu_uav *uav;

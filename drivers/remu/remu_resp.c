@@ -600,24 +600,63 @@ static int remu_resp_read_pkt(struct remu_qp *qp, const struct remu_av *av,
 	return 0;
 }
 
+/* PSN one past the last response of @c */
+static u32 remu_rd_end(const struct remu_rd_cur *c)
+{
+	return (c->psn + c->n - c->i) & REMU_PSN_MASK;
+}
+
+/*
+ * A duplicate asks again for the responses [@psn, @end).  If that reaches
+ * into what @c has still to send, @c skips up to @end: the requester asks
+ * again from its first missing response, so it has those before @psn,
+ * and the duplicate's repeat sends the others.
+ */
+static void remu_rd_skip(struct remu_rd_cur *c, u32 psn, u32 end)
+{
+	u32 m;
+
+	if (!c->active || !remu_psn_before(c->psn, end) ||
+	    !remu_psn_before(psn, remu_rd_end(c)))
+		return;
+	m = remu_psn_diff(end, c->psn);
+	if (m >= c->n - c->i) {
+		memset(c, 0, sizeof(*c));
+		return;
+	}
+	c->va += (u64)m * c->mtu;
+	c->left -= m * c->mtu;
+	c->psn = (c->psn + m) & REMU_PSN_MASK;
+	c->i += m;
+}
+
 /*
  * Accept a READ of @len bytes at @va (@rkey) whose first response has
  * PSN @psn: check the QP's right and the key over the whole range, then
  * make it the READ in progress (eng.rd), whose responses the owner sends
  * from the next step on, REMU_RESP_READ_BURST per round
  * (remu_resp_read_more()), their payload by reference when the MR allows
- * it (remu_mr_frag_skb()), else copied.  A READ in progress before is
- * replaced: a duplicate asks again from where its responses were lost.
- * @replay: a duplicate's repeat, which NAKs nothing.  Return
- * REMU_RESP_NEXT or the error's verdict (NAKed at @psn).
+ * it (remu_mr_frag_skb()), else copied.
+ *
+ * @replay: a duplicate's repeat, which NAKs nothing.  It may come while
+ * a READ is in progress (requests wait, duplicate READs do not:
+ * remu_resp_read_waits()) and goes first: the READ in progress waits in
+ * eng.rd_rest and goes on after it, less what the repeat sends again
+ * (remu_rd_skip()); a repeat that covers all of it (a requester asking
+ * for the rest from its first missing response) replaces it.  With a
+ * READ waiting already, a repeat in progress is replaced.
+ *
+ * Return: REMU_RESP_NEXT or the error's verdict (NAKed at @psn).
  */
 static enum remu_resp_verdict remu_resp_read(struct remu_qp *qp, u32 psn,
 					     u64 va, u32 rkey, u32 len,
 					     bool replay)
 {
-	struct remu_rd_cur *c = &qp->eng.rd;
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_rd_cur *c = &e->rd;
 	struct remu_rkey rk = {};
 	struct remu_av av;
+	u32 n = max_t(u32, 1, DIV_ROUND_UP(len, e->mtu));
 
 	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_READ))
 		return REMU_RESP_ACC_ERR;
@@ -628,6 +667,11 @@ static enum remu_resp_verdict remu_resp_read(struct remu_qp *qp, u32 psn,
 		remu_rkey_put(&rk);
 	if (remu_req_av(qp, &av))
 		return REMU_RESP_OP_ERR;
+	if (c->active) {
+		if (!e->rd_rest.active)
+			e->rd_rest = *c;
+		remu_rd_skip(&e->rd_rest, psn, (psn + n) & REMU_PSN_MASK);
+	}
 	memset(c, 0, sizeof(*c));
 	c->active = true;
 	c->replay = replay;
@@ -643,17 +687,25 @@ static enum remu_resp_verdict remu_resp_read(struct remu_qp *qp, u32 psn,
 	c->va = va;
 	c->left = len;
 	c->psn = psn;
-	c->mtu = qp->eng.mtu;
-	c->n = max_t(u32, 1, DIV_ROUND_UP(len, c->mtu));
+	c->mtu = e->mtu;
+	c->n = n;
 	/* the MSN of the READ's completion: the tail counts it next */
-	c->msn = qp->eng.msn + 1;
+	c->msn = e->msn + 1;
 	return REMU_RESP_NEXT;
 }
 
-/* the READ in progress is over: sent, failed, or its QP reset or in error */
+/* the READs in progress end: the QP is reset or in error, or one failed */
 void remu_resp_read_stop(struct remu_qp *qp)
 {
 	memset(&qp->eng.rd, 0, sizeof(qp->eng.rd));
+	memset(&qp->eng.rd_rest, 0, sizeof(qp->eng.rd_rest));
+}
+
+/* the READ in progress is over: the one a duplicate's repeat put off goes on */
+static void remu_resp_read_next(struct remu_qp *qp)
+{
+	qp->eng.rd = qp->eng.rd_rest;
+	memset(&qp->eng.rd_rest, 0, sizeof(qp->eng.rd_rest));
 }
 
 /*
@@ -667,12 +719,13 @@ static void remu_resp_read_fail(struct remu_qp *qp)
 {
 	struct remu_rd_cur *c = &qp->eng.rd;
 	struct remu_resp_req rq = { .nak_psn = c->psn };
-	bool replay = c->replay;
 	u32 msn = c->msn;
 
-	remu_resp_read_stop(qp);
-	if (replay)
+	if (c->replay) {
+		remu_resp_read_next(qp);
 		return;
+	}
+	remu_resp_read_stop(qp);
 	qp->eng.msn = msn - 1;
 	remu_resp_fatal(qp, &rq, REMU_RESP_ACC_ERR);
 }
@@ -687,7 +740,8 @@ static void remu_resp_read_fail(struct remu_qp *qp)
  * or re-registered MR, an invalidated or rebound window fails the rest
  * as a remote access error, as memory that fails midway (an ODP page
  * that cannot be mapped).  No memory: the rest is lost, as on the wire,
- * and the requester asks again.
+ * and the requester asks again.  When it is over, the READ a duplicate's
+ * repeat put off (eng.rd_rest) goes on.
  *
  * Context: the engines' owner (remu_eng_run()); may sleep.
  */
@@ -741,16 +795,14 @@ void remu_resp_read_more(struct remu_qp *qp, int *budget)
 	}
 	if (rk.mr)
 		remu_rkey_put(&rk);
-	if (err == -ENOMEM)
-		remu_resp_read_stop(qp);
+	if (err == -ENOMEM || (!err && c->i == c->n))
+		remu_resp_read_next(qp);
 	else if (err)
 		/*
 		 * The key was checked, so the translation failed (an ODP page
 		 * that is not mapped): a remote access error.
 		 */
 		remu_resp_read_fail(qp);
-	else if (c->i == c->n)
-		remu_resp_read_stop(qp);
 	cond_resched();
 }
 
