@@ -9,7 +9,9 @@
  *
  * The three run together, in rounds (remu_eng_run()), by one owner at a
  * time per QP (the QP's work item, or in RTS the doorbell's caller), so
- * struct remu_qp_eng needs no lock (remu_eng.c has the rules).  The
+ * struct remu_qp_eng needs no lock (remu_eng.c has the rules).  A run is
+ * bounded: a READ's responses go out REMU_RESP_READ_BURST per round
+ * (remu_qp_eng.rd), over as many runs as it takes.  The
  * receive softirq only queues skbs on eng.rxq.  The rings' consumer sides
  * are taken under their cons_locks (shared with the flush); no spinlock
  * is held across an MR copy.

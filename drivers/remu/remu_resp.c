@@ -6,10 +6,13 @@
  *
  * Owns: the receive side of a QP: the expected PSN and MSN (RC), the
  * receive WQE being filled (copied out of the RQ or SRQ ring once, then
- * only the copy is used), the RDMA WRITE in progress, and the responder
- * resources: the last max_dest_rd_atomic READs, atomics, FLUSHes and
- * ATOMIC_WRITEs executed (struct remu_rd_res), the only requests a
- * duplicate may repeat.
+ * only the copy is used), the RDMA WRITE in progress, the READ in
+ * progress (eng.rd, and eng.rd_rest that a duplicate's repeat put off:
+ * a READ sends REMU_RESP_READ_BURST responses per round, and requests
+ * wait on eng.rxq until its last one is out; it holds no reference
+ * between rounds), and the responder resources: the last
+ * max_dest_rd_atomic READs, atomics, FLUSHes and ATOMIC_WRITEs executed
+ * (struct remu_rd_res), the only requests a duplicate may repeat.
  *
  * remu_resp_pkt() takes a packet through named checks, then the execute
  * step of its class, then one tail; each step returns a verdict (enum
