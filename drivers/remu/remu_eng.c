@@ -6,7 +6,8 @@
  * Owns: the round (remu_eng_run(): the next responses of the READ in
  * progress, queued packets to the completer and responder, the timers,
  * then the requester; in ERR the flush) and its budget, which READ
- * responses take too, so a run is bounded whatever a peer asks for; ownership of the engines (the RUNNING bit of eng.run); the two
+ * responses take too, so a run is bounded whatever a peer asks for;
+ * ownership of the engines (the RUNNING bit of eng.run); the two
  * owners: the QP's work item, and in RTS the process that rings the
  * doorbell (remu_eng_doorbell(): no queueing, wake-up and context switch
  * per message), which hands over to the work item outside RTS, when its

@@ -559,8 +559,8 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 
 /*
  * Build READ response @i of @n (PSN @psn, MSN @msn, @plen bytes from @va
- * of @mr) and send it; with @by_ref its payload is attached as page frags of the
- * MR.  Return 0; -EOPNOTSUPP or -E2BIG when the payload cannot go by
+ * of @mr) and send it; with @by_ref its payload is attached as page frags
+ * of the MR.  Return 0; -EOPNOTSUPP or -E2BIG when the payload cannot go by
  * reference (build it again with a copy); -ENOMEM; or the MR layer's
  * error.
  */
