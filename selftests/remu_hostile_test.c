@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <sys/mman.h>
 
 #include "kselftest_harness.h"
 #include "remu_lib.h"
@@ -423,6 +424,164 @@ TEST_F(hostile, duplicate_read_bounded)
 	EXPECT_EQ(d0 + 3, remu_hw_counter("remu1", "rcvd_stale_dup", true));
 	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(qb));
 	ibv_destroy_qp(qb);
+}
+
+/* a READ that is a long way from its end: 256 MiB, 262144 responses */
+#define BIG_READ	(256u << 20)
+#define BIG_NPKTS	(BIG_READ / MTU)
+/* what destroy_qp or modify_qp(RESET) may take with a READ in progress */
+#define STOP_BOUND_S	3.0
+
+/* remu1's sent_pkts reaches @want within 20 s; its value */
+static long long sent_reaches(long long want)
+{
+	long long v = -1;
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		v = remu_hw_counter("remu1", "sent_pkts", true);
+		if (v >= want)
+			break;
+		usleep(20000);
+	}
+	return v;
+}
+
+/* remu1's sent_pkts once it has not moved for 0.3 s; -1: still moving at 10 s */
+static long long sent_settles(void)
+{
+	long long v = remu_hw_counter("remu1", "sent_pkts", true), w;
+	int i;
+
+	for (i = 0; i < 33; i++) {
+		usleep(300000);
+		w = remu_hw_counter("remu1", "sent_pkts", true);
+		if (w == v)
+			return v;
+		v = w;
+	}
+	printf("# remu1 sent_pkts still moving after 10 s\n");
+	return -1;
+}
+
+/*
+ * Start a BIG_READ through @rkey at @va to @q (PSN_B), wait until its
+ * responses flow, and print their rate and what the whole READ would
+ * take at it; the sent_pkts count before it in *@s0.
+ */
+static int big_read_flows(struct remu_forge *f, struct ibv_qp *q,
+			  uint64_t va, uint32_t rkey, long long *s0)
+{
+	long long s1, s2;
+	double t1, t2;
+
+	*s0 = remu_hw_counter("remu1", "sent_pkts", true);
+	if (read_req(f, q->qp_num, PSN_B, va, rkey, BIG_READ))
+		return -1;
+	s1 = sent_reaches(*s0 + 256);
+	t1 = remu_now();
+	usleep(500000);
+	s2 = remu_hw_counter("remu1", "sent_pkts", true);
+	t2 = remu_now();
+	if (s1 < *s0 + 256 || s2 <= s1)
+		return -1;
+	printf("# READ of %u responses: %.0f responses/s, whole READ ~%.1f s\n",
+	       BIG_NPKTS, (s2 - s1) / (t2 - t1),
+	       BIG_NPKTS / ((s2 - s1) / (t2 - t1)));
+	return 0;
+}
+
+/*
+ * A READ's responses go out a bounded number per engine round, so a peer
+ * asking for a huge READ (or repeating one) does not hold the QP's
+ * engines for the whole of it: destroy_qp and modify_qp(RESET), which wait
+ * for the round in progress, return within STOP_BOUND_S while the READ is
+ * far from its end, and the READ stops there (remu1 sends no more).  A
+ * duplicate READ that asks again for the rest of the one in progress
+ * (from its next-to-last response) replaces it: it sends those 2 and the
+ * READ nothing more, and the next request (a READ of 2 responses, at the
+ * PSN after the big READ) is executed after them.  The memory is an implicit ODP MR over a never-written
+ * anonymous mapping: the READ reads the zero page.  Control: a new QP's
+ * READ gets its responses.
+ */
+TEST_F(hostile, read_in_progress_bounded)
+{
+	struct side *b = &self->b;
+	struct ibv_mr *imr = ibv_reg_mr(b->pd, NULL, SIZE_MAX,
+					IBV_ACCESS_ON_DEMAND |
+					IBV_ACCESS_REMOTE_READ);
+	void *map = mmap(NULL, BIG_READ, PROT_READ,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	struct ibv_qp_attr ra = { .qp_state = IBV_QPS_RESET };
+	uint64_t va = (uintptr_t)map;
+	long long s0, s1;
+	struct ibv_qp *qb;
+	double t;
+
+	ASSERT_NE(NULL, imr);
+	ASSERT_NE(MAP_FAILED, map);
+
+	/* destroy_qp with the READ in progress */
+	qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN, &self->a, PSN_B);
+	ASSERT_NE(NULL, qb);
+	ASSERT_EQ(0, big_read_flows(&self->as_a, qb, va, imr->rkey, &s0));
+	t = remu_now();
+	EXPECT_EQ(0, ibv_destroy_qp(qb));
+	t = remu_now() - t;
+	s1 = sent_settles();
+	ASSERT_LE(0, s1);
+	printf("# destroy_qp: %.3f s, %lld of %u responses sent\n", t,
+	       s1 - s0, BIG_NPKTS);
+	EXPECT_GT(STOP_BOUND_S, t);
+	EXPECT_GT(s0 + BIG_NPKTS, s1);
+
+	/* modify_qp(RESET) with the READ in progress */
+	qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN, &self->a, PSN_B);
+	ASSERT_NE(NULL, qb);
+	ASSERT_EQ(0, big_read_flows(&self->as_a, qb, va, imr->rkey, &s0));
+	t = remu_now();
+	EXPECT_EQ(0, ibv_modify_qp(qb, &ra, IBV_QP_STATE));
+	t = remu_now() - t;
+	s1 = sent_settles();
+	ASSERT_LE(0, s1);
+	printf("# modify_qp(RESET): %.3f s, %lld of %u responses sent\n", t,
+	       s1 - s0, BIG_NPKTS);
+	EXPECT_GT(STOP_BOUND_S, t);
+	EXPECT_GT(s0 + BIG_NPKTS, s1);
+	EXPECT_EQ(IBV_QPS_RESET, remu_qp_state(qb));
+	EXPECT_EQ(0, ibv_destroy_qp(qb));
+
+	/* a duplicate replaces it; the next request comes after it */
+	qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN, &self->a, PSN_B);
+	ASSERT_NE(NULL, qb);
+	ASSERT_EQ(0, big_read_flows(&self->as_a, qb, va, imr->rkey, &s0));
+	/* from its next-to-last response: 2, and nothing of it after */
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B + BIG_NPKTS - 2,
+			      va + BIG_READ - 2 * MTU, imr->rkey, 2 * MTU));
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B + BIG_NPKTS,
+			      (uintptr_t)b->buf, b->mr->rkey, 2 * MTU));
+	s1 = sent_settles();
+	ASSERT_LE(0, s1);
+	printf("# a duplicate replaced it: %lld of %u responses sent\n",
+	       s1 - s0, BIG_NPKTS);
+	EXPECT_GT(s0 + BIG_NPKTS, s1);
+	EXPECT_EQ(IBV_QPS_RTS, remu_qp_state(qb));
+	/* the request after it was executed: a duplicate of it is too */
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B + BIG_NPKTS,
+			      (uintptr_t)b->buf, b->mr->rkey, 2 * MTU));
+	EXPECT_EQ(0, sent_moves_by(s1, 2));
+	EXPECT_EQ(0, ibv_destroy_qp(qb));
+
+	/* control: the device works, a READ on a new QP is answered */
+	qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN, &self->a, PSN_B);
+	ASSERT_NE(NULL, qb);
+	s0 = remu_hw_counter("remu1", "sent_pkts", true);
+	ASSERT_EQ(0, read_req(&self->as_a, qb->qp_num, PSN_B,
+			      (uintptr_t)b->buf, b->mr->rkey, 2 * MTU));
+	EXPECT_EQ(0, sent_moves_by(s0, 2));
+	EXPECT_EQ(0, ibv_destroy_qp(qb));
+	EXPECT_EQ(0, ibv_dereg_mr(imr));
+	munmap(map, BIG_READ);
 }
 
 /* a READ longer than max_msg_sz is an invalid request: QP_REQ_ERR */

@@ -3,9 +3,11 @@
  * remu_eng.c - scheduling of a QP's engines (remu_eng.h): who runs them,
  * when, and for how long.
  *
- * Owns: the round (remu_eng_run(): queued packets to the completer and
- * responder, the timers, then the requester; in ERR the flush) and its
- * budget; ownership of the engines (the RUNNING bit of eng.run); the two
+ * Owns: the round (remu_eng_run(): the next responses of the READ in
+ * progress, queued packets to the completer and responder, the timers,
+ * then the requester; in ERR the flush) and its budget, which READ
+ * responses take too, so a run is bounded whatever a peer asks for;
+ * ownership of the engines (the RUNNING bit of eng.run); the two
  * owners: the QP's work item, and in RTS the process that rings the
  * doorbell (remu_eng_doorbell(): no queueing, wake-up and context switch
  * per message), which hands over to the work item outside RTS, when its
@@ -351,6 +353,7 @@ static void remu_eng_reset(struct remu_qp *qp)
 	e->in_write = false;
 	e->have_rwqe = false;
 	e->roff = 0;
+	remu_resp_read_stop(qp);
 }
 
 /* the owner: the reset modify_qp asked for, if it is still to be done */
@@ -461,9 +464,13 @@ enum remu_eng_round {
 };
 
 /*
- * The packets queued on eng.rxq, to the completer (responses) or the
- * responder (requests), each taking one of @budget.  Return: false if
- * the doorbell's caller must hand the rest to the work item.
+ * The next responses of the READ in progress (remu_resp_read_more()),
+ * then the packets queued on eng.rxq, to the completer (responses) or
+ * the responder (requests), each taking one of @budget.  While a READ
+ * is in progress, the first request that must wait for it
+ * (remu_resp_read_waits()) stops the loop, in its place at the head of
+ * the queue.  Return: false if the doorbell's caller must hand the rest
+ * to the work item.
  */
 static bool remu_eng_rx(struct remu_qp *qp, bool caller, int *budget)
 {
@@ -471,12 +478,22 @@ static bool remu_eng_rx(struct remu_qp *qp, bool caller, int *budget)
 	struct sk_buff *skb;
 	enum ib_qp_state s;
 
+	if (e->rd.active && remu_state_live(READ_ONCE(qp->state))) {
+		if (caller && !remu_eng_inline_ok(qp))
+			return false;
+		remu_resp_read_more(qp, budget);
+	}
 	while (*budget > 0 && (skb = skb_dequeue(&e->rxq))) {
 		s = READ_ONCE(qp->state);
 		if (caller && !remu_eng_inline_ok(qp)) {
 			/* the work item takes it from here, in order */
 			skb_queue_head(&e->rxq, skb);
 			return false;
+		}
+		if (remu_resp_read_waits(qp, skb)) {
+			/* after the READ's last response, next round on */
+			skb_queue_head(&e->rxq, skb);
+			break;
 		}
 		(*budget)--;
 		if (s == IB_QPS_ERR || s == IB_QPS_RESET) {
@@ -518,8 +535,11 @@ static enum remu_eng_round remu_eng_round(struct remu_qp *qp, bool caller,
 		return REMU_ROUND_HANDOFF;
 	if (s == IB_QPS_ERR)
 		remu_qp_err_work(qp);
-	if (!remu_state_live(s))
+	if (!remu_state_live(s)) {
+		/* a READ in progress ends with the responder */
+		remu_resp_read_stop(qp);
 		return REMU_ROUND_IDLE;
+	}
 	remu_eng_take(e);
 	if (!remu_eng_rx(qp, caller, budget))
 		return REMU_ROUND_HANDOFF;
@@ -534,9 +554,12 @@ static enum remu_eng_round remu_eng_round(struct remu_qp *qp, bool caller,
 
 /*
  * The engines: rounds of remu_eng_round() as long as someone set AGAIN
- * while one ran (remu_eng_kick(), the doorbell, a timer), within the
- * budget (each round and each packet take one): one work item run,
- * wake-up and context switch less each time.
+ * while one ran (remu_eng_kick(), the doorbell, a timer) or a READ's
+ * responses are left to send (eng.rd), within the budget (each round,
+ * each packet taken and each READ response sent take one): one work item
+ * run, wake-up and context switch less each time.  So a run is bounded
+ * whatever a peer asks for, and so is what remu_eng_wait_run() and
+ * remu_eng_fini() wait for: a READ of 2 GiB goes on over many runs.
  *
  * @caller: the doorbell's caller runs them (remu_eng_doorbell()): only
  * while the QP is in RTS and remu_eng_inline_ok(); anything else (another
@@ -554,9 +577,10 @@ void remu_eng_run(struct remu_qp *qp, bool caller)
 	do {
 		r = remu_eng_round(qp, caller, &budget);
 	} while (r == REMU_ROUND_DONE && budget > 0 &&
-		 test_bit(REMU_ENG_AGAIN, &qp->eng.run));
+		 (test_bit(REMU_ENG_AGAIN, &qp->eng.run) || qp->eng.rd.active));
 	more = r == REMU_ROUND_HANDOFF ||
-	       (r == REMU_ROUND_DONE && !skb_queue_empty(&qp->eng.rxq));
+	       (r == REMU_ROUND_DONE && (!skb_queue_empty(&qp->eng.rxq) ||
+					 qp->eng.rd.active));
 	remu_eng_release(qp, more);
 }
 

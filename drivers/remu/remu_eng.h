@@ -9,7 +9,9 @@
  *
  * The three run together, in rounds (remu_eng_run()), by one owner at a
  * time per QP (the QP's work item, or in RTS the doorbell's caller), so
- * struct remu_qp_eng needs no lock (remu_eng.c has the rules).  The
+ * struct remu_qp_eng needs no lock (remu_eng.c has the rules).  A run is
+ * bounded: a READ's responses go out REMU_RESP_READ_BURST per round
+ * (remu_qp_eng.rd), over as many runs as it takes.  The
  * receive softirq only queues skbs on eng.rxq.  The rings' consumer sides
  * are taken under their cons_locks (shared with the flush); no spinlock
  * is held across an MR copy.
@@ -181,6 +183,42 @@ struct remu_rd_res_set {
 	struct remu_rd_res r[];
 };
 
+/* READ responses one round may send (256 KiB at a 4096 MTU) */
+#define REMU_RESP_READ_BURST	64
+
+/**
+ * struct remu_rd_cur - the READ whose responses the responder is sending
+ *	(remu_resp.c): a READ, first executed or repeated for a duplicate,
+ *	sends at most REMU_RESP_READ_BURST responses per round, and the
+ *	owner's next round goes on with it before it takes a later request
+ * @active:	responses are left to send
+ * @replay:	a duplicate's repeat: an error ends it with no NAK
+ * @copy:	the payload is copied, not attached by reference
+ * @rkey:	its key; looked up again each round (no reference is held
+ *		between rounds) and it must still name @gen
+ * @gen:	what @rkey named when the READ was accepted (remu_rkey.gen)
+ * @va:		address of the next response's payload
+ * @left:	bytes left to send
+ * @psn:	PSN of the next response
+ * @i, @n:	index of the next response, of @n (its opcode)
+ * @mtu:	the path MTU when it was accepted (payload per response)
+ * @msn:	the MSN its responses carry
+ */
+struct remu_rd_cur {
+	bool active;
+	bool replay;
+	bool copy;
+	u32 rkey;
+	u64 gen;
+	u64 va;
+	u32 left;
+	u32 psn;
+	u32 i;
+	u32 n;
+	u32 mtu;
+	u32 msn;
+};
+
 /**
  * struct remu_pace - a QP's rate limit and its pacer (remu_pace.c)
  * @cfg:	the limit modify_qp set: rate in kbps in the low 32 bits (0:
@@ -272,6 +310,12 @@ struct remu_pace {
  * @wr_gen:	what its rkey named at its first packet (remu_rkey.gen):
  *		a later packet that finds another registration or bind
  *		under the key fails the message
+ * @rd:		RC responder: the READ whose responses are being sent; while
+ *		it is, request packets other than a duplicate READ wait on
+ *		@rxq (remu_resp_read_waits()).  Nothing in it is a reference:
+ *		reset, error and destroy only clear it
+ * @rd_rest:	the READ a duplicate's repeat in @rd put off: it goes on
+ *		after it (inactive if none)
  * @res:	RC responder: the last max_dest_rd_atomic READs and atomics
  *		(at least one), the only requests a duplicate may repeat;
  *		NULL until the QP first enters RTR, and for other transports.
@@ -344,6 +388,8 @@ struct remu_qp_eng {
 	u32 wr_len;
 	u32 wr_off;
 	u64 wr_gen;
+	struct remu_rd_cur rd;
+	struct remu_rd_cur rd_rest;
 	struct remu_rd_res_set *res;
 	struct remu_rd_res_set *res_new;
 	struct remu_uav *uav;
@@ -461,6 +507,9 @@ int remu_pace_fill_res(struct sk_buff *msg, struct remu_qp *qp);
 
 /* responder */
 void remu_resp_pkt(struct remu_qp *qp, struct sk_buff *skb);
+void remu_resp_read_more(struct remu_qp *qp, int *budget);
+bool remu_resp_read_waits(struct remu_qp *qp, struct sk_buff *skb);
+void remu_resp_read_stop(struct remu_qp *qp);
 
 /* completer */
 void remu_comp_pkt(struct remu_qp *qp, struct sk_buff *skb);

@@ -6,10 +6,13 @@
  *
  * Owns: the receive side of a QP: the expected PSN and MSN (RC), the
  * receive WQE being filled (copied out of the RQ or SRQ ring once, then
- * only the copy is used), the RDMA WRITE in progress, and the responder
- * resources: the last max_dest_rd_atomic READs, atomics, FLUSHes and
- * ATOMIC_WRITEs executed (struct remu_rd_res), the only requests a
- * duplicate may repeat.
+ * only the copy is used), the RDMA WRITE in progress, the READ in
+ * progress (eng.rd, and eng.rd_rest that a duplicate's repeat put off:
+ * a READ sends REMU_RESP_READ_BURST responses per round, and requests
+ * wait on eng.rxq until its last one is out; it holds no reference
+ * between rounds), and the responder resources: the last
+ * max_dest_rd_atomic READs, atomics, FLUSHes and ATOMIC_WRITEs executed
+ * (struct remu_rd_res), the only requests a duplicate may repeat.
  *
  * remu_resp_pkt() takes a packet through named checks, then the execute
  * step of its class, then one tail; each step returns a verdict (enum
@@ -65,7 +68,7 @@ enum remu_resp_verdict {
  * @psn:	its PSN
  * @npkts:	PSNs it takes: a READ's response count, else 1
  * @nak_psn:	the PSN a NAK names: @psn, or that of the first READ
- *		response not sent (remu_resp_read())
+ *		response not sent (remu_resp_read_fail())
  * @cqe_reports: the receive completion reported the error (a SEND's): no
  *		affiliated asynchronous event
  * @res:	a READ, atomic, FLUSH or ATOMIC_WRITE: its responder resource
@@ -555,15 +558,15 @@ static int remu_resp_write(struct remu_qp *qp, struct sk_buff *skb)
 }
 
 /*
- * Build READ response @i of @n (PSN @psn, @plen bytes from @va of @mr)
- * and send it; with @by_ref its payload is attached as page frags of the
- * MR.  Return 0; -EOPNOTSUPP or -E2BIG when the payload cannot go by
+ * Build READ response @i of @n (PSN @psn, MSN @msn, @plen bytes from @va
+ * of @mr) and send it; with @by_ref its payload is attached as page frags
+ * of the MR.  Return 0; -EOPNOTSUPP or -E2BIG when the payload cannot go by
  * reference (build it again with a copy); -ENOMEM; or the MR layer's
  * error.
  */
 static int remu_resp_read_pkt(struct remu_qp *qp, const struct remu_av *av,
 			      struct remu_mr *mr, u64 va, u32 plen, u32 psn,
-			      u32 i, u32 n, bool by_ref)
+			      u32 msn, u32 i, u32 n, bool by_ref)
 {
 	struct remu_pkt pkt = {};
 	struct sk_buff *rskb;
@@ -583,7 +586,7 @@ static int remu_resp_read_pkt(struct remu_qp *qp, const struct remu_av *av,
 	aeth = remu_pkt_hdr(&pkt, REMU_HDR_AETH);
 	if (aeth)
 		remu_aeth_set(aeth, REMU_AETH_ACK | REMU_AETH_CREDIT_INVALID,
-			      qp->eng.msn + 1);
+			      msn);
 	if (by_ref) {
 		err = remu_mr_frag_skb(mr, va, rskb, plen);
 		if (!err)
@@ -600,79 +603,229 @@ static int remu_resp_read_pkt(struct remu_qp *qp, const struct remu_av *av,
 	return 0;
 }
 
+/* PSN one past the last response of @c */
+static u32 remu_rd_end(const struct remu_rd_cur *c)
+{
+	return (c->psn + c->n - c->i) & REMU_PSN_MASK;
+}
+
 /*
- * Execute a READ of @len bytes at @va (@rkey) whose first response has
- * PSN @psn: send the response packets, their payload by reference when
- * the MR allows it (remu_mr_frag_skb()), else copied.  Return
- * REMU_RESP_NEXT, or the error's verdict with *@nak_psn the PSN to NAK:
- * @psn, or, when memory fails midway (an ODP page gone), that of the
- * first response not sent, so the requester, which has taken the ones
- * before it, does not see the NAK as stale.
+ * A duplicate asks again for the responses [@psn, @end).  If that reaches
+ * into what @c has still to send, @c skips up to @end: the requester asks
+ * again from its first missing response, so it has those before @psn,
+ * and the duplicate's repeat sends the others.
+ */
+static void remu_rd_skip(struct remu_rd_cur *c, u32 psn, u32 end)
+{
+	u32 m;
+
+	if (!c->active || !remu_psn_before(c->psn, end) ||
+	    !remu_psn_before(psn, remu_rd_end(c)))
+		return;
+	m = remu_psn_diff(end, c->psn);
+	if (m >= c->n - c->i) {
+		memset(c, 0, sizeof(*c));
+		return;
+	}
+	c->va += (u64)m * c->mtu;
+	c->left -= m * c->mtu;
+	c->psn = (c->psn + m) & REMU_PSN_MASK;
+	c->i += m;
+}
+
+/*
+ * Accept a READ of @len bytes at @va (@rkey) whose first response has
+ * PSN @psn: check the QP's right and the key over the whole range, then
+ * make it the READ in progress (eng.rd), whose responses the owner sends
+ * from the next step on, REMU_RESP_READ_BURST per round
+ * (remu_resp_read_more()), their payload by reference when the MR allows
+ * it (remu_mr_frag_skb()), else copied.
+ *
+ * @replay: a duplicate's repeat, which NAKs nothing.  It may come while
+ * a READ is in progress (requests wait, duplicate READs do not:
+ * remu_resp_read_waits()) and goes first: the READ in progress waits in
+ * eng.rd_rest and goes on after it, less what the repeat sends again
+ * (remu_rd_skip()); a repeat that covers all of it (a requester asking
+ * for the rest from its first missing response) replaces it.  With a
+ * READ waiting already, a repeat in progress is replaced.
+ *
+ * Return: REMU_RESP_NEXT or the error's verdict (NAKed at @psn).
  */
 static enum remu_resp_verdict remu_resp_read(struct remu_qp *qp, u32 psn,
 					     u64 va, u32 rkey, u32 len,
-					     u32 *nak_psn)
+					     bool replay)
 {
-	u32 mtu = qp->eng.mtu, n, i, off = 0;
+	struct remu_qp_eng *e = &qp->eng;
+	struct remu_rd_cur *c = &e->rd;
 	struct remu_rkey rk = {};
 	struct remu_av av;
-	/* a kernel QP's MRs are kernel memory: never by reference */
-	bool copy = !qp->is_user;
-	enum remu_resp_verdict v = REMU_RESP_NEXT;
-	int err;
+	u32 n = max_t(u32, 1, DIV_ROUND_UP(len, e->mtu));
 
-	*nak_psn = psn;
 	if (!remu_qp_allows(qp, IB_ACCESS_REMOTE_READ))
 		return REMU_RESP_ACC_ERR;
-	/* one descriptor for the whole READ: it keeps the memory registered */
 	if (len && remu_resp_rkey(qp, rkey, va, len, IB_ACCESS_REMOTE_READ,
 				  &rk))
 		return REMU_RESP_ACC_ERR;
+	if (rk.mr)
+		remu_rkey_put(&rk);
+	if (remu_req_av(qp, &av))
+		return REMU_RESP_OP_ERR;
+	if (c->active) {
+		if (!e->rd_rest.active)
+			e->rd_rest = *c;
+		remu_rd_skip(&e->rd_rest, psn, (psn + n) & REMU_PSN_MASK);
+	}
+	memset(c, 0, sizeof(*c));
+	c->active = true;
+	c->replay = replay;
 	/*
-	 * Through a window: copied.  Only deregistration revokes frags
+	 * A kernel QP's MRs are kernel memory: never by reference.  Through
+	 * a window: copied too.  Only deregistration revokes frags
 	 * (remu_zc.c), not an invalidation of the window, so its responses
 	 * must not outlive the READ's execution
 	 */
-	if (rk.win)
-		copy = true;
-	if (remu_req_av(qp, &av)) {
-		if (rk.mr)
-			remu_rkey_put(&rk);
-		return REMU_RESP_OP_ERR;
-	}
-	n = max_t(u32, 1, DIV_ROUND_UP(len, mtu));
-	for (i = 0; i < n; i++) {
-		u32 plen = min(len - off, mtu);
+	c->copy = !qp->is_user || rk.win;
+	c->rkey = rkey;
+	c->gen = rk.gen;
+	c->va = va;
+	c->left = len;
+	c->psn = psn;
+	c->mtu = e->mtu;
+	c->n = n;
+	/* the MSN of the READ's completion: the tail counts it next */
+	c->msn = e->msn + 1;
+	return REMU_RESP_NEXT;
+}
 
+/* the READs in progress end: the QP is reset or in error, or one failed */
+void remu_resp_read_stop(struct remu_qp *qp)
+{
+	memset(&qp->eng.rd, 0, sizeof(qp->eng.rd));
+	memset(&qp->eng.rd_rest, 0, sizeof(qp->eng.rd_rest));
+}
+
+/* the READ in progress is over: the one a duplicate's repeat put off goes on */
+static void remu_resp_read_next(struct remu_qp *qp)
+{
+	qp->eng.rd = qp->eng.rd_rest;
+	memset(&qp->eng.rd_rest, 0, sizeof(qp->eng.rd_rest));
+}
+
+/*
+ * The READ in progress failed at its response eng.rd.psn.  A first
+ * execution is a remote access error NAKed at that PSN, so the requester,
+ * which has taken the responses before it, does not see the NAK as
+ * stale; the NAK carries the MSN before the READ, which did not complete.
+ * A duplicate's repeat NAKs nothing: the requester asks again.
+ */
+static void remu_resp_read_fail(struct remu_qp *qp)
+{
+	struct remu_rd_cur *c = &qp->eng.rd;
+	struct remu_resp_req rq = { .nak_psn = c->psn };
+	u32 msn = c->msn;
+
+	if (c->replay) {
+		remu_resp_read_next(qp);
+		return;
+	}
+	remu_resp_read_stop(qp);
+	qp->eng.msn = msn - 1;
+	remu_resp_fatal(qp, &rq, REMU_RESP_ACC_ERR);
+}
+
+/**
+ * remu_resp_read_more - send the next responses of the READ in progress
+ * @qp: the QP (eng.rd.active)
+ * @budget: the run's budget; each response takes one
+ *
+ * At most REMU_RESP_READ_BURST responses.  The key is looked up again
+ * and must name what it named when the READ was accepted: a deregistered
+ * or re-registered MR, an invalidated or rebound window fails the rest
+ * as a remote access error, as memory that fails midway (an ODP page
+ * that cannot be mapped).  No memory: the rest is lost, as on the wire,
+ * and the requester asks again.  When it is over, the READ a duplicate's
+ * repeat put off (eng.rd_rest) goes on.
+ *
+ * Context: the engines' owner (remu_eng_run()); may sleep.
+ */
+void remu_resp_read_more(struct remu_qp *qp, int *budget)
+{
+	struct remu_rd_cur *c = &qp->eng.rd;
+	struct remu_rkey rk = {};
+	struct remu_av av;
+	u32 k = 0, plen;
+	int err = 0;
+
+	if (remu_req_av(qp, &av)) {
+		/* no route any more: nothing can be sent, not even a NAK */
+		remu_resp_read_stop(qp);
+		return;
+	}
+	if (c->left) {
+		if (remu_resp_rkey(qp, c->rkey, c->va, c->left,
+				   IB_ACCESS_REMOTE_READ, &rk)) {
+			remu_resp_read_fail(qp);
+			return;
+		}
+		if (rk.gen != c->gen) {
+			remu_rkey_put(&rk);
+			remu_resp_read_fail(qp);
+			return;
+		}
+	}
+	while (c->i < c->n && k < REMU_RESP_READ_BURST && *budget > 0) {
+		plen = min(c->left, c->mtu);
 		err = -EOPNOTSUPP;
-		if (!copy && plen >= REMU_FRAG_MIN_PAYLOAD) {
-			err = remu_resp_read_pkt(qp, &av, rk.mr, va + off, plen,
-						 psn + i, i, n, true);
+		if (!c->copy && plen >= REMU_FRAG_MIN_PAYLOAD) {
+			err = remu_resp_read_pkt(qp, &av, rk.mr, c->va, plen,
+						 c->psn, c->msn, c->i, c->n,
+						 true);
 			/* the MR's memory cannot go by reference: copy */
-			copy = err == -EOPNOTSUPP || err == -E2BIG;
+			c->copy = err == -EOPNOTSUPP || err == -E2BIG;
 		}
 		if (err == -EOPNOTSUPP || err == -E2BIG)
-			err = remu_resp_read_pkt(qp, &av, rk.mr, va + off,
-						 plen, psn + i, i, n, false);
-		if (err == -ENOMEM)
+			err = remu_resp_read_pkt(qp, &av, rk.mr, c->va, plen,
+						 c->psn, c->msn, c->i, c->n,
+						 false);
+		if (err)
 			break;
-		if (err) {
-			/*
-			 * Checked above, so the translation failed (an ODP
-			 * page that is not mapped): the requester sees a
-			 * remote access error.
-			 */
-			v = REMU_RESP_ACC_ERR;
-			*nak_psn = (psn + i) & REMU_PSN_MASK;
-			break;
-		}
-		off += plen;
-		if (!(i % 64))
-			cond_resched();
+		c->va += plen;
+		c->left -= plen;
+		c->psn = (c->psn + 1) & REMU_PSN_MASK;
+		c->i++;
+		k++;
+		(*budget)--;
 	}
 	if (rk.mr)
 		remu_rkey_put(&rk);
-	return v;
+	if (err == -ENOMEM || (!err && c->i == c->n))
+		remu_resp_read_next(qp);
+	else if (err)
+		/*
+		 * The key was checked, so the translation failed (an ODP page
+		 * that is not mapped): a remote access error.
+		 */
+		remu_resp_read_fail(qp);
+	cond_resched();
+}
+
+/*
+ * While a READ's responses are being sent, must @skb wait on eng.rxq?
+ * Requests are executed in order, each after the responses of the READ
+ * before it (IBA 9.7.5.1.3), so every request waits, except a duplicate
+ * READ, which replaces the READ in progress (its requester lost
+ * responses and asks again from one of them).  Responses, for the
+ * completer, do not wait.
+ */
+bool remu_resp_read_waits(struct remu_qp *qp, struct sk_buff *skb)
+{
+	struct remu_skb_cb *cb = remu_cb(skb);
+	u32 flags = remu_opcode[cb->opcode].flags;
+
+	if (!qp->eng.rd.active || (flags & REMU_OP_RESP))
+		return false;
+	return !(flags & REMU_OP_READ) ||
+	       !remu_psn_before(cb->psn, qp->eng.rpsn);
 }
 
 /* execute an atomic: REMU_RESP_NEXT and *@orig, or the error's verdict */
@@ -822,7 +975,8 @@ static struct remu_rd_res *remu_resp_find_res(struct remu_qp *qp, u32 psn)
  * duplicated).  An atomic is answered again with its saved result.  A
  * READ is executed again from the response PSN it names, for at most the
  * rest of what the saved one read (a requester that lost some responses
- * asks again for those, with address and length moved to match).  One
+ * asks again for those, with address and length moved to match): it
+ * becomes the READ in progress, replacing one still sending.  One
  * that matches no saved request (too old, or never made) is dropped and
  * counted: replaying whatever a packet asks for would let one small
  * packet make the responder stream gigabytes.
@@ -835,7 +989,6 @@ static void remu_resp_dup_rd(struct remu_qp *qp, struct sk_buff *skb,
 	struct remu_rd_res *r = remu_resp_find_res(qp, psn);
 	struct remu_reth *reth;
 	u64 off;
-	u32 nak_psn;
 
 	if (r && (info->flags & REMU_OP_ATOMIC) && r->opcode == opcode &&
 	    r->psn == psn) {
@@ -854,9 +1007,12 @@ static void remu_resp_dup_rd(struct remu_qp *qp, struct sk_buff *skb,
 		if (remu_reth_rkey(reth) == r->rkey &&
 		    remu_reth_va(reth) == r->va + off && off <= r->len &&
 		    remu_reth_len(reth) <= r->len - off) {
-			/* an error now NAKs nothing: the requester retries */
+			/*
+			 * It replaces a READ in progress; an error NAKs
+			 * nothing: the requester retries
+			 */
 			remu_resp_read(qp, psn, remu_reth_va(reth), r->rkey,
-				       remu_reth_len(reth), &nak_psn);
+				       remu_reth_len(reth), true);
 			return;
 		}
 	}
@@ -1083,7 +1239,10 @@ static enum remu_resp_verdict remu_resp_exec_write(struct remu_qp *qp,
 	return REMU_RESP_NEXT;
 }
 
-/* execute a READ: its responses go out now, one PSN each */
+/*
+ * execute a READ: accepted here, its responses (one PSN each) go out from
+ * the next step of the owner on (remu_resp_read_more())
+ */
 static enum remu_resp_verdict remu_resp_exec_read(struct remu_qp *qp,
 						  struct remu_resp_req *rq)
 {
@@ -1096,8 +1255,7 @@ static enum remu_resp_verdict remu_resp_exec_read(struct remu_qp *qp,
 	r->len = remu_reth_len(reth);
 	r->npkts = max_t(u32, 1, DIV_ROUND_UP(r->len, qp->eng.mtu));
 	rq->npkts = r->npkts;
-	return remu_resp_read(qp, rq->psn, r->va, r->rkey, r->len,
-			      &rq->nak_psn);
+	return remu_resp_read(qp, rq->psn, r->va, r->rkey, r->len, false);
 }
 
 /* execute the request: the step of its class */
