@@ -68,6 +68,8 @@
 #include "remu_lib.h"
 
 #define PAGE		4096
+/* the PROT_NONE guard after w.buf: more than any length uptr() is asked for */
+#define BUF_GUARD	(0x10000 + PAGE)
 #define NHANDLES	128
 #define NMAPS		64
 #define MAX_ERRNO	600
@@ -616,8 +618,15 @@ static void raw_ioctl(int fd)
 				 remu_rnd_n(0x10000);
 			for (j = 0; j < sizeof(bufs[i]) / 4; j++)
 				((uint32_t *)bufs[i])[j] = word();
-			a->data = remu_chance(85) ? (uintptr_t)bufs[i] :
-				  uptr(a->len);
+			/*
+			 * An output attribute is written up to its length:
+			 * longer than bufs[i], it would run over this
+			 * thread's TLS (and the stack guard in the TCB
+			 * beyond it).  So a long one points into w.buf,
+			 * whose end is followed by a guard (BUF_GUARD).
+			 */
+			a->data = remu_chance(85) && a->len <= sizeof(bufs[i]) ?
+				  (uintptr_t)bufs[i] : uptr(a->len);
 			break;
 		}
 	}
@@ -1218,10 +1227,16 @@ static int round_child(uint64_t seed, double secs)
 	remu_rnd_seed(seed);
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_mutex_init(&w.maplock, NULL);
-	w.buf = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE,
+	/*
+	 * 4 MiB, then a guard no access reaches (PROT_NONE), longer than
+	 * any length the calls give: a pointer near the end (uptr()) runs
+	 * into the guard, an EFAULT, never into another mapping
+	 */
+	w.buf = mmap(NULL, (4 << 20) + BUF_GUARD, PROT_READ | PROT_WRITE,
 		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	w.ro = mmap(NULL, PAGE, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (w.buf == MAP_FAILED || w.ro == MAP_FAILED)
+	if (w.buf == MAP_FAILED || w.ro == MAP_FAILED ||
+	    mprotect(w.buf + (4 << 20), BUF_GUARD, PROT_NONE))
 		return 2;
 	memset(w.buf, 0x5a, 4 << 20);
 	for (k = 0; k < 2; k++) {
