@@ -492,6 +492,23 @@ static int big_read_flows(struct remu_forge *f, struct ibv_qp *q,
 }
 
 /*
+ * @what, which took @t seconds, stopped the big READ whose responses
+ * had reached @s0 on remu1's sent_pkts: within STOP_BOUND_S, and short
+ * of its end
+ */
+static void expect_stopped(struct __test_metadata *_metadata,
+			   const char *what, double t, long long s0)
+{
+	long long s1 = sent_settles();
+
+	ASSERT_LE(0, s1);
+	printf("# %s: %.3f s, %lld of %u responses sent\n", what, t, s1 - s0,
+	       BIG_NPKTS);
+	EXPECT_GT(STOP_BOUND_S, t);
+	EXPECT_GT(s0 + BIG_NPKTS, s1);
+}
+
+/*
  * A READ's responses go out a bounded number per engine round, so a peer
  * asking for a huge READ (or repeating one) does not hold the QP's
  * engines for the whole of it: destroy_qp and modify_qp(RESET), which wait
@@ -527,13 +544,7 @@ TEST_F(hostile, read_in_progress_bounded)
 	ASSERT_EQ(0, big_read_flows(&self->as_a, qb, va, imr->rkey, &s0));
 	t = remu_now();
 	EXPECT_EQ(0, ibv_destroy_qp(qb));
-	t = remu_now() - t;
-	s1 = sent_settles();
-	ASSERT_LE(0, s1);
-	printf("# destroy_qp: %.3f s, %lld of %u responses sent\n", t,
-	       s1 - s0, BIG_NPKTS);
-	EXPECT_GT(STOP_BOUND_S, t);
-	EXPECT_GT(s0 + BIG_NPKTS, s1);
+	expect_stopped(_metadata, "destroy_qp", remu_now() - t, s0);
 
 	/* modify_qp(RESET) with the READ in progress */
 	qb = qp_towards(b, IBV_QPT_RC, GHOST_QPN, &self->a, PSN_B);
@@ -541,13 +552,7 @@ TEST_F(hostile, read_in_progress_bounded)
 	ASSERT_EQ(0, big_read_flows(&self->as_a, qb, va, imr->rkey, &s0));
 	t = remu_now();
 	EXPECT_EQ(0, ibv_modify_qp(qb, &ra, IBV_QP_STATE));
-	t = remu_now() - t;
-	s1 = sent_settles();
-	ASSERT_LE(0, s1);
-	printf("# modify_qp(RESET): %.3f s, %lld of %u responses sent\n", t,
-	       s1 - s0, BIG_NPKTS);
-	EXPECT_GT(STOP_BOUND_S, t);
-	EXPECT_GT(s0 + BIG_NPKTS, s1);
+	expect_stopped(_metadata, "modify_qp(RESET)", remu_now() - t, s0);
 	EXPECT_EQ(IBV_QPS_RESET, remu_qp_state(qb));
 	EXPECT_EQ(0, ibv_destroy_qp(qb));
 

@@ -248,7 +248,7 @@ counter_check() {
 	counters remu1 peer >"$ab"
 	if [[ "$(uname -r)" == *-remu-debug ]]; then
 		allow=debug
-	elif ! grep -qw rxe_sender /proc/kallsyms; then
+	elif rxe_timer_kernel; then
 		allow=rxe-timer
 	fi
 	python3 - "$2" "$ar" "$3" "$ab" "$minpkts" "$allow" <<'EOF'
